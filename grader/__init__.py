@@ -1,0 +1,1 @@
+"""Grading for the Transformer course: hidden checks, integrity, and nbgrader tooling."""

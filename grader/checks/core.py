@@ -1,0 +1,231 @@
+"""The machinery of the hidden checks: cases, running learner code, comparing, diagnosing.
+
+Every exercise is an :class:`Exercise`: it lists its cases, runs an implementation on a
+case (forward and backward) and returns named tensors. The learner's tensors are compared
+with the live PyTorch reference's; when they differ, the same inputs are run through
+known wrong variants ("mistakes") to name the likely bug.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode, resolve_name
+
+Outputs = dict[str, torch.Tensor]
+
+
+class CheckFailure(AssertionError):
+    """A hidden check failed; the message is meant for the learner."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input configuration. ``params`` holds shapes and options; ``seed`` fixes the data."""
+
+    name: str
+    seed: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: torch.dtype = torch.float64
+
+    def __str__(self) -> str:
+        return f"case '{self.name}'"
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong variant: what the learner probably did, and a hint."""
+
+    description: str
+    hint: str
+    run: Callable[..., Outputs]
+
+
+# ---------------------------------------------------------------- device and tolerance
+
+
+def grading_device() -> torch.device:
+    """CUDA when there is a GPU, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def tolerance(dtype: torch.dtype, device: torch.device) -> tuple[float, float]:
+    """(rtol, atol) for comparing with the reference on this device and dtype."""
+    if dtype == torch.float64:
+        return 1e-7, 1e-9
+    if device.type == "cuda":
+        return 1e-4, 5e-5
+    return 1e-4, 1e-5
+
+
+@contextlib.contextmanager
+def exact_matmul() -> Iterator[None]:
+    """Turn TF32 off while checking, so float32 matmuls on the GPU are really float32."""
+    cuda = torch.backends.cuda.matmul.allow_tf32
+    cudnn = torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = cuda
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator: the same numbers on every machine, whatever the device."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(shape, g: torch.Generator, dtype: torch.dtype, device: torch.device, scale=1.0):
+    """Seeded normal numbers made on the CPU, then moved to ``device``."""
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device, dtype)
+
+
+# ---------------------------------------------------------------- running learner code
+
+
+class ReferenceTripwire(TorchFunctionMode):
+    """Notes every call to one of the ``forbidden`` torch functions while it is active."""
+
+    def __init__(self, forbidden: frozenset[str]):
+        super().__init__()
+        self.forbidden = forbidden
+        self.hits: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = resolve_name(func) or getattr(func, "__name__", "")
+        if name in self.forbidden:
+            self.hits.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+def forbidden_call_message(exercise: str, hits: set[str]) -> str:
+    names = ", ".join(sorted(hits))
+    return (
+        f"No credit for {exercise}: it calls {names}, the PyTorch function it is graded "
+        "against. Write it from tensor primitives (matmul, exp, sum, masked_fill, ...)."
+    )
+
+
+def explain_exception(exercise: str, error: Exception, case: Case) -> str:
+    """A learner-facing sentence for an exception raised by learner code."""
+    if isinstance(error, NotImplementedError):
+        return f"{exercise} is not implemented yet (it raised NotImplementedError)."
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    if "device" in text and ("expected device" in text or "same device" in text):
+        return (
+            f"{exercise} mixes devices in {case}: {text}. Create new tensors on the inputs' "
+            "device (device=x.device, or torch.zeros_like(x)); never on a fixed device."
+        )
+    return f"{exercise} raised {type(error).__name__} in {case}: {text}"
+
+
+def call_learner(exercise: str, forbidden: frozenset[str], case: Case, fn, *args, **kwargs):
+    """Call learner code with the tripwire on; turn its exceptions into CheckFailures."""
+    tripwire = ReferenceTripwire(forbidden)
+    try:
+        with tripwire:
+            result = fn(*args, **kwargs)
+    except CheckFailure:
+        raise
+    except Exception as error:  # noqa: BLE001 - any learner error becomes a message
+        raise CheckFailure(explain_exception(exercise, error, case)) from None
+    if tripwire.hits:
+        raise ForbiddenCall(forbidden_call_message(exercise, tripwire.hits), tripwire.hits)
+    return result
+
+
+class ForbiddenCall(CheckFailure):
+    """Learner code called the reference it is graded against."""
+
+    def __init__(self, message: str, hits: set[str]):
+        super().__init__(message)
+        self.hits = hits
+
+
+def expect_tensor(value, what: str, case: Case) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise CheckFailure(f"{what} should be a torch.Tensor, but is a {type(value).__name__} in {case}.")
+    return value
+
+
+def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
+    """Check that learner code returned a tuple of tensors named ``names``."""
+    if not isinstance(value, tuple) or len(value) != len(names):
+        kind = type(value).__name__ + (f" of length {len(value)}" if isinstance(value, tuple) else "")
+        raise CheckFailure(f"{what} should return a tuple ({', '.join(names)}), but returned a {kind}.")
+    return tuple(expect_tensor(v, f"{what}'s {n}", case) for v, n in zip(value, names))
+
+
+# ---------------------------------------------------------------- comparing and diagnosing
+
+
+def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> bool:
+    """Same shape and every entry within atol + rtol·|expected| (NaN never matches)."""
+    if got.shape != expected.shape:
+        return False
+    got = got.detach().to(expected.device, expected.dtype)
+    error = (got - expected).abs()
+    return bool(((error <= atol + rtol * expected.abs()) & torch.isfinite(got)).all())
+
+
+def describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
+    """Where and how much two same-shaped tensors differ, without their values."""
+    got = got.detach().to(expected.device, expected.dtype)
+    if not torch.isfinite(got).all():
+        count = int((~torch.isfinite(got)).sum())
+        return f"{count} entries are inf or NaN"
+    error = (got - expected).abs()
+    index = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
+    return f"the largest difference is {error.max().item():.3g}, at index {index}"
+
+
+def diagnose(key: str, got: torch.Tensor, mistakes: Mapping[str, Mistake],
+             mistake_outputs: Mapping[str, Outputs], rtol: float, atol: float) -> str | None:
+    """The likely mistake: the first known variant whose ``key`` output the learner's matches."""
+    for name, outputs in mistake_outputs.items():
+        if key in outputs and close(got, outputs[key], rtol, max(atol, 1e-6)):
+            mistake = mistakes[name]
+            return f"This looks like {mistake.description}. {mistake.hint}"
+    return None
+
+
+def compare_outputs(exercise: str, case: Case, got: Outputs, expected: Outputs,
+                    mistakes_for_case: Callable[[], Mapping[str, Outputs]],
+                    mistakes: Mapping[str, Mistake], device: torch.device) -> None:
+    """Raise a CheckFailure naming the first output that differs, with a diagnosis."""
+    rtol, atol = tolerance(case.dtype, device)
+    for key, want in expected.items():
+        if key not in got:
+            raise CheckFailure(f"{exercise}: no {key} was produced in {case}.")
+        have = got[key]
+        if tuple(have.shape) != tuple(want.shape):
+            raise CheckFailure(
+                f"{exercise}: {key} should have shape {tuple(want.shape)} in {case}, "
+                f"but has shape {tuple(have.shape)}."
+            )
+        if close(have, want, rtol, atol):
+            continue
+        message = (f"{exercise}: {key} differs from the PyTorch reference in {case}: "
+                   f"{describe_difference(have, want)}.")
+        hint = diagnose(key, have, mistakes, mistakes_for_case(), rtol, atol)
+        raise CheckFailure(message + (f"\n{hint}" if hint else ""))
+
+
+def is_finite(outputs: Outputs) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in outputs.values())
+
+
+def detach_outputs(outputs: Outputs) -> Outputs:
+    """Plain CPU tensors, safe to save and compare in another process."""
+    return {k: v.detach().as_subclass(torch.Tensor).to("cpu").clone() for k, v in outputs.items()}
+
+
+def scaled(x: torch.Tensor, d: int) -> torch.Tensor:
+    return x / math.sqrt(d)

@@ -1,0 +1,278 @@
+"""Hidden checks for 10.3 Multi-head attention.
+
+Reference: ``nn.MultiheadAttention(batch_first=True)`` with the learner's (seeded) weights
+copied in (``in_proj_weight`` = cat of w_q, w_k, w_v; ``out_proj`` = w_o),
+``average_attn_weights=False`` and the mask converted to its polarity (True = blocked).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from grader.checks.core import (
+    Case,
+    Mistake,
+    Outputs,
+    call_learner,
+    expect_tensor,
+    expect_tuple,
+    generator,
+    randn,
+)
+from grader.checks.exercise import (
+    Exercise,
+    build_module,
+    check_device_independence,
+    expect_value_error,
+    forward_backward,
+    load_parameters,
+    seeded_parameters,
+)
+from grader.checks.s10_2 import _mask
+
+FORBIDDEN = frozenset({"torch.nn.functional.scaled_dot_product_attention",
+                       "torch.nn.functional.multi_head_attention_forward"})
+
+# ---------------------------------------------------------------- split and merge
+
+HEAD_CASES = [  # B, n, d_model, h: all different where possible
+    Case("B=2, n=3, d_model=12, h=4", 500, {"shape": (2, 3, 12), "h": 4}),
+    Case("B=3, n=5, d_model=6, h=2", 501, {"shape": (3, 5, 6), "h": 2}),
+    Case("one head", 502, {"shape": (2, 3, 8), "h": 1}),
+    Case("one feature per head", 503, {"shape": (2, 3, 4), "h": 4}),
+    Case("float32", 504, {"shape": (2, 3, 12), "h": 3}, dtype=torch.float32),
+]
+
+
+def reference_split(x: torch.Tensor, h: int) -> torch.Tensor:
+    B, n, d = x.shape  # batch, sequence, d_model
+    return x.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d_h)
+
+
+def reference_merge(x: torch.Tensor) -> torch.Tensor:
+    B, h, n, d_h = x.shape
+    return x.transpose(1, 2).reshape(B, n, h * d_h)  # (B, n, d_model)
+
+
+def _split_input(case, device):
+    return randn(case.params["shape"], generator(case.seed), case.dtype, device).requires_grad_()
+
+
+def _merge_input(case, device):
+    B, n, d = case.params["shape"]
+    h = case.params["h"]
+    return randn((B, h, n, d // h), generator(case.seed), case.dtype, device).requires_grad_()
+
+
+def _split_with(fn, case, device) -> Outputs:
+    x = _split_input(case, device)
+    return forward_backward(lambda: (fn(x, case.params["h"]),), ("output",), {"x": x}, case.seed)
+
+
+def _merge_with(fn, case, device) -> Outputs:
+    x = _merge_input(case, device)
+    return forward_backward(lambda: (fn(x),), ("output",), {"x": x}, case.seed)
+
+
+TRANSPOSE_HINT = ("Reshape to (B, n, h, d_h) first, then swap the sequence and head axes "
+                  "with .transpose(1, 2).")
+
+
+class SplitHeads(Exercise):
+    name = "split_heads"
+    mistakes = {"no_transpose": Mistake(
+        "a reshape straight to (B, h, n, d_h) without the transpose", TRANSPOSE_HINT,
+        lambda c, d: _split_with(lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), c, d))}
+
+    def cases(self):
+        return HEAD_CASES
+
+    def run(self, impl, case, device):
+        def learner(x, h):
+            return expect_tensor(call_learner(self.name, self.forbidden, case, impl, x, h),
+                                 "split_heads's result", case)
+        return _split_with(learner, case, device)
+
+    def reference(self, case, device):
+        return _split_with(reference_split, case, device)
+
+
+class MergeHeads(Exercise):
+    name = "merge_heads"
+    mistakes = {"no_transpose": Mistake(
+        "a reshape straight to (B, n, h * d_h) without the transpose",
+        "Swap the head and sequence axes back with .transpose(1, 2), then .reshape(B, n, h * d_h).",
+        lambda c, d: _merge_with(lambda x: x.reshape(x.shape[0], x.shape[2], -1), c, d))}
+
+    def cases(self):
+        return HEAD_CASES
+
+    def run(self, impl, case, device):
+        def learner(x):
+            return expect_tensor(call_learner(self.name, self.forbidden, case, impl, x),
+                                 "merge_heads's result", case)
+        return _merge_with(learner, case, device)
+
+    def reference(self, case, device):
+        return _merge_with(reference_merge, case, device)
+
+
+# ---------------------------------------------------------------- the module
+
+MHA_CASES = [  # B, n_q, n_k, d_model, h
+    Case("self-attention, B=2, n=3, d_model=12, h=4", 600, {"dims": (2, 3, 3, 12, 4), "mask": "none"}),
+    Case("cross-attention, n_q=3, n_k=5", 601, {"dims": (2, 3, 5, 12, 4), "mask": "none"}),
+    Case("cross-attention, bias=False", 602, {"dims": (2, 3, 5, 12, 3), "mask": "none", "bias": False}),
+    Case("self-attention, causal mask", 603, {"dims": (2, 5, 5, 12, 4), "mask": "causal"}),
+    Case("cross-attention, padding mask", 604, {"dims": (3, 3, 5, 8, 2), "mask": "padding"}),
+    Case("padding and causal mask", 605, {"dims": (2, 5, 5, 12, 3), "mask": "padding+causal"}),
+    Case("one head", 606, {"dims": (2, 3, 5, 6, 1), "mask": "random"}),
+    Case("float32, causal mask", 607, {"dims": (2, 5, 5, 12, 4), "mask": "causal"},
+         dtype=torch.float32),
+]
+
+HOW = ("Create self.w_q, self.w_k, self.w_v, self.w_o = nn.Linear(d_model, d_model, bias=bias), "
+       "in that order.")
+PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")
+
+
+def _parameter_shapes(d_model: int, bias: bool) -> dict[str, tuple]:
+    shapes = {f"{w}.weight": (d_model, d_model) for w in PROJECTIONS}
+    if bias:
+        shapes.update({f"{w}.bias": (d_model,) for w in PROJECTIONS})
+    return dict(sorted(shapes.items(), key=lambda kv: (PROJECTIONS.index(kv[0][:3]), kv[0])))
+
+
+def mha_inputs(case: Case, device: torch.device):
+    """query, key, value (leaves), the mask, and the seeded parameters of a case."""
+    B, n_q, n_k, d_model, h = case.params["dims"]
+    g = generator(case.seed)
+    names = ("query", "key", "value")
+    x = {n: randn((B, m, d_model), g, case.dtype, device) for n, m in zip(names, (n_q, n_k, n_k))}
+    if n_q == n_k:  # self-attention: queries, keys and values come from one sequence
+        x["key"], x["value"] = x["query"].clone(), x["query"].clone()
+    mask = _mask(case.params["mask"], (B, 1), n_q, n_k, g)
+    params = seeded_parameters(_parameter_shapes(d_model, case.params.get("bias", True)), case, device)
+    leaves = {k: v.requires_grad_() for k, v in x.items()}
+    return leaves, None if mask is None else mask.to(device), params
+
+
+def _torch_mha(case, device) -> Outputs:
+    """nn.MultiheadAttention with the case's weights, mask converted to True = blocked."""
+    B, n_q, n_k, d_model, h = case.params["dims"]
+    bias = case.params.get("bias", True)
+    x, mask, p = mha_inputs(case, device)
+    mha = torch.nn.MultiheadAttention(d_model, h, bias=bias, batch_first=True).to(device, case.dtype)
+    with torch.no_grad():
+        mha.in_proj_weight.copy_(torch.cat([p["w_q.weight"], p["w_k.weight"], p["w_v.weight"]]))
+        mha.out_proj.weight.copy_(p["w_o.weight"])
+        if bias:
+            mha.in_proj_bias.copy_(torch.cat([p["w_q.bias"], p["w_k.bias"], p["w_v.bias"]]))
+            mha.out_proj.bias.copy_(p["w_o.bias"])
+    blocked = None if mask is None else ~mask.expand(B, h, n_q, n_k).reshape(B * h, n_q, n_k)
+    leaves = {**x, "in_proj_weight": mha.in_proj_weight, "w_o.weight": mha.out_proj.weight}
+
+    def call():
+        return mha(x["query"], x["key"], x["value"], attn_mask=blocked, need_weights=True,
+                   average_attn_weights=False)
+
+    outputs = forward_backward(call, ("output", "weights"), leaves, case.seed)
+    grad_in = outputs.pop("grad in_proj_weight").chunk(3)
+    outputs.update({f"grad {w}.weight": g for w, g in zip(("w_q", "w_k", "w_v"), grad_in)})
+    return outputs
+
+
+def _functional_mha(case, device, *, split="ok", merge="ok", out_proj=True, scale="d_head",
+                    invert=False) -> Outputs:
+    """Multi-head attention with one deliberate mistake switched on: the diagnosis variants."""
+    B, n_q, n_k, d_model, h = case.params["dims"]
+    x, mask, p = mha_inputs(case, device)
+    leaves = {**x, **{k: v.requires_grad_() for k, v in p.items() if k.endswith("weight")}}
+
+    def linear(t, w):
+        return torch.nn.functional.linear(t, p[f"{w}.weight"], p.get(f"{w}.bias"))
+
+    def heads(t):
+        if split == "no_transpose":
+            return t.reshape(B, h, t.shape[1], d_model // h)
+        return reference_split(t, h)
+
+    def call():
+        q, k, v = (heads(linear(x[n], w)) for n, w in zip(("query", "key", "value"), PROJECTIONS))
+        d = d_model if scale == "d_model" else d_model // h
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, h, n_q, n_k)
+        if mask is not None:
+            scores = scores.masked_fill(mask if invert else ~mask, float("-inf") if not invert else -1e9)
+        weights = torch.softmax(scores, dim=-1)
+        out = weights @ v  # (B, h, n_q, d_h)
+        out = out.reshape(B, n_q, d_model) if merge == "no_transpose" else reference_merge(out)
+        return (linear(out, "w_o") if out_proj else out), weights
+
+    return forward_backward(call, ("output", "weights"), leaves, case.seed)
+
+
+def _mistake(description, hint, **switch):
+    return Mistake(description, hint, lambda c, d: _functional_mha(c, d, **switch))
+
+
+MHA_MISTAKES = {
+    "split": _mistake("splitting the heads without the transpose", TRANSPOSE_HINT,
+                      split="no_transpose"),
+    "merge": _mistake("merging the heads without the transpose",
+                      "Transpose (B, h, n, d_h) back to (B, n, h, d_h) before reshaping.",
+                      merge="no_transpose"),
+    "no_w_o": _mistake("a missing output projection W_O",
+                       "Mix the concatenated heads with self.w_o at the end.", out_proj=False),
+    "d_model": _mistake("scaling by sqrt(d_model) instead of sqrt(d_k) of one head",
+                        "Each head has d_k = d_model // num_heads features: scale by sqrt(d_k).",
+                        scale="d_model"),
+    "inverted": _mistake("the mask inverted",
+                         "True means *may attend* (nn.MultiheadAttention uses the opposite!).",
+                         invert=True),
+}
+
+
+class MultiHeadAttentionModule(Exercise):
+    name = "MultiHeadAttention"
+    forbidden = FORBIDDEN
+    mistakes = MHA_MISTAKES
+
+    def cases(self):
+        return MHA_CASES
+
+    def run(self, impl, case, device):
+        B, n_q, n_k, d_model, h = case.params["dims"]
+        bias = case.params.get("bias", True)
+        module = build_module(self.name, self.forbidden, case, impl, d_model, h, bias=bias)
+        x, mask, p = mha_inputs(case, device)
+        params = load_parameters(module.to(device), p, self.name, HOW)
+
+        def call():
+            out = call_learner(self.name, self.forbidden, case, module, x["query"], x["key"],
+                               x["value"], mask=mask)
+            return expect_tuple(out, ("output", "weights"), f"{self.name}.forward", case)
+
+        leaves = {**x, **{k: v for k, v in params.items() if k.endswith("weight")}}
+        return forward_backward(call, ("output", "weights"), leaves, case.seed)
+
+    def reference(self, case, device):
+        return _torch_mha(case, device)
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(10, 3), "when d_model=10 is not divisible "
+                           "by num_heads=3")
+
+        def on(dev):
+            module = impl(8, 2).to(dev)
+            x = torch.zeros(2, 3, 8, device=dev)
+            module(x, x, x, mask=torch.ones(3, 3, dtype=torch.bool, device=dev))
+
+        check_device_independence(self.name, on)
+
+
+EXERCISES = [SplitHeads(), MergeHeads(), MultiHeadAttentionModule()]
+check_split_heads = EXERCISES[0].check
+check_merge_heads = EXERCISES[1].check
+check_MultiHeadAttention = EXERCISES[2].check

@@ -1,0 +1,16 @@
+"""nbgrader configuration of the course (loaded by the root nbgrader_config.py)."""
+
+c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
+
+c.CourseDirectory.course_id = "transformer-course"
+c.CourseDirectory.source_directory = "solutions"
+c.CourseDirectory.release_directory = "notebooks"
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+
+# What a learner sees in place of a solution.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Autograding: a generous per-cell limit; `python -m grader autograde --timeout` overrides it.
+c.Execute.timeout = 120
+c.Execute.interrupt_on_timeout = True
