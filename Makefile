@@ -1,0 +1,39 @@
+# The course's everyday commands. Each one installs what it needs into .venv first.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install lab test notebooks bench browser-deps clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Open JupyterLab on the learner notebooks.
+lab: install
+	$(VENV)/bin/jupyter lab notebooks/
+
+## Debian's chromium for the browser test (root on Debian/Ubuntu; skipped elsewhere).
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+
+## Install everything and run the whole test suite.
+test: install browser-deps
+	$(PYTHON) -m pytest -n 2 --durations=15
+
+## Regenerate notebooks/ from solutions/ with nbgrader.
+notebooks: install
+	$(PYTHON) -m grader generate
+
+## Benchmarks: writes bench/report.json and prints the table.
+bench: install
+	$(PYTHON) -m bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache
