@@ -20,6 +20,7 @@ Learner code runs with the grader's rights: see the README's "Grading safely".
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -60,7 +61,7 @@ class Record:
             return
         folder.mkdir(parents=True, exist_ok=True)
         payload = {"exercise": self.exercise, "passed": self.passed, "flags": list(self.flags),
-                   "device": str(device), "torch": torch.__version__, "cases": self.cases}
+                   "device": str(device), "torch": str(torch.__version__), "cases": self.cases}
         torch.save(payload, folder / f"{self.exercise}{RECORD_SUFFIX}")
 
 
@@ -113,13 +114,42 @@ def tamper_report() -> list[str]:
     for name, obj in _watched().items():
         if not _defined_in(obj, dirs[name.split(".")[0]]):
             problems.append(f"{name} was replaced")
-    grader_dir = Path(__file__).resolve().parent
+    return problems + _grader_tampering(Path(__file__).resolve().parent)
+
+
+def _grader_tampering(grader_dir: Path) -> list[str]:
+    """Grading modules replaced in sys.modules, or their functions swapped for others."""
+    problems = []
     for module_name, module in list(sys.modules.items()):
-        if module_name == "grader" or module_name.startswith("grader."):
-            file = getattr(module, "__file__", None)
-            if file is None or not Path(file).resolve().is_relative_to(grader_dir):
-                problems.append(f"sys.modules['{module_name}'] is not the installed grader")
+        if module_name != "grader" and not module_name.startswith("grader."):
+            continue
+        file = getattr(module, "__file__", None)
+        if file is None or not Path(file).resolve().is_relative_to(grader_dir):
+            problems.append(f"sys.modules['{module_name}'] is not the installed grader")
+            continue
+        for name, value in list(vars(module).items()):
+            if getattr(value, "__module__", None) == module_name and \
+                    not _code_lives_in(value, grader_dir):
+                problems.append(f"{module_name}.{name} was replaced")
     return problems
+
+
+STDLIB_DIR = Path(contextlib.__file__).resolve().parent
+
+
+def _code_lives_in(function: object, grader_dir: Path) -> bool:
+    """True when a grader function is the one in grader/ (stdlib decorators allowed around it)."""
+    layer = function
+    while True:
+        code = getattr(layer, "__code__", None)
+        if code is None:
+            return True  # classes, constants: not functions
+        where = Path(code.co_filename).resolve()
+        if where.is_relative_to(grader_dir):
+            return True
+        if not where.is_relative_to(STDLIB_DIR) or not hasattr(layer, "__wrapped__"):
+            return False
+        layer = layer.__wrapped__
 
 
 # ---------------------------------------------------------------- clean verification

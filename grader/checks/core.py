@@ -123,6 +123,9 @@ def explain_exception(exercise: str, error: Exception, case: Case) -> str:
             f"{exercise} mixes devices in {case}: {text}. Create new tensors on the inputs' "
             "device (device=x.device, or torch.zeros_like(x)); never on a fixed device."
         )
+    if "view size is not compatible" in text:
+        return (f"{exercise} raised RuntimeError in {case}: {text[:80]}... After a transpose "
+                "the tensor is not contiguous: use .reshape (or .contiguous().view).")
     return f"{exercise} raised {type(error).__name__} in {case}: {text}"
 
 
@@ -166,13 +169,23 @@ def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
 # ---------------------------------------------------------------- comparing and diagnosing
 
 
-def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> bool:
-    """Same shape and every entry within atol + rtol·|expected| (NaN never matches)."""
+def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
+          equal_nan: bool = False) -> bool:
+    """Same shape and every entry within atol + rtol·|expected|.
+
+    NaN and inf never match, unless ``equal_nan`` lets non-finite entries match where
+    both tensors have the same non-finite value (used to recognise a wrong variant).
+    """
     if got.shape != expected.shape:
         return False
     got = got.detach().to(expected.device, expected.dtype)
+    finite = torch.isfinite(got) & torch.isfinite(expected)
     error = (got - expected).abs()
-    return bool(((error <= atol + rtol * expected.abs()) & torch.isfinite(got)).all())
+    ok = (error <= atol + rtol * expected.abs()) & finite
+    if equal_nan:
+        same = (got.isnan() & expected.isnan()) | (~finite & (got == expected))
+        ok = ok | same
+    return bool(ok.all())
 
 
 def describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
@@ -190,7 +203,7 @@ def diagnose(key: str, got: torch.Tensor, mistakes: Mapping[str, Mistake],
              mistake_outputs: Mapping[str, Outputs], rtol: float, atol: float) -> str | None:
     """The likely mistake: the first known variant whose ``key`` output the learner's matches."""
     for name, outputs in mistake_outputs.items():
-        if key in outputs and close(got, outputs[key], rtol, max(atol, 1e-6)):
+        if key in outputs and close(got, outputs[key], rtol, max(atol, 1e-6), equal_nan=True):
             mistake = mistakes[name]
             return f"This looks like {mistake.description}. {mistake.hint}"
     return None

@@ -190,7 +190,7 @@ def _mask_after_softmax(Q, K, mask):
 def _inverted(Q, K, mask):
     if mask is None:
         return attention_weights(Q, K, None)
-    scores = (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).masked_fill(mask, -1e9)
+    scores = (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).masked_fill(mask, float("-inf"))
     return torch.softmax(scores, -1)
 
 

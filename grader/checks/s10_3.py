@@ -204,7 +204,7 @@ def _functional_mha(case, device, *, split="ok", merge="ok", out_proj=True, scal
         d = d_model if scale == "d_model" else d_model // h
         scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, h, n_q, n_k)
         if mask is not None:
-            scores = scores.masked_fill(mask if invert else ~mask, float("-inf") if not invert else -1e9)
+            scores = scores.masked_fill(mask if invert else ~mask, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         out = weights @ v  # (B, h, n_q, d_h)
         out = out.reshape(B, n_q, d_model) if merge == "no_transpose" else reference_merge(out)

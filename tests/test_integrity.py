@@ -1,0 +1,110 @@
+"""Can a submission fool the hidden checks from inside the kernel?"""
+
+import sys
+import types
+
+import pytest
+import torch
+
+from grader import integrity
+from grader.checks import core, s10_2
+from tests.check_helpers import assert_fails
+from tests.notebook_code import load_solution_namespace
+
+
+@pytest.fixture()
+def solution():
+    return load_solution_namespace("10.2-scaled-dot-product-attention")
+
+
+@pytest.fixture()
+def records(tmp_path, monkeypatch):
+    """Grading mode: checks save their records into a temporary folder."""
+    monkeypatch.setenv(integrity.GRADING_DIR_ENV, str(tmp_path))
+    return tmp_path
+
+
+def wrong_softmax(x, dim=-1):
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / (e.sum(dim, keepdim=True) + 0.1)
+
+
+def test_clean_environment_has_no_tampering():
+    """Does the scan stay quiet when nothing was replaced?"""
+    assert integrity.tamper_report() == []
+
+
+@pytest.mark.parametrize("target, name", [
+    (torch, "allclose"), (torch.testing, "assert_close"), (torch, "isclose"),
+])
+def test_replaced_comparison_is_caught(monkeypatch, solution, target, name):
+    """Does replacing a comparison function fail the check and say what was replaced?"""
+    monkeypatch.setattr(target, name, lambda *args, **kwargs: True)
+    assert_fails(s10_2.check_softmax, solution["softmax"], f"{name} was replaced")
+
+
+def test_numpy_replacement_is_caught(monkeypatch):
+    """Is numpy.allclose swapped for a lambda reported?"""
+    import numpy
+
+    monkeypatch.setattr(numpy, "allclose", lambda *args, **kwargs: True)
+    assert "numpy.allclose was replaced" in integrity.tamper_report()
+
+
+def test_fake_grading_module_is_caught(monkeypatch, solution):
+    """Does a fake grader module in sys.modules fail the check?"""
+    monkeypatch.setitem(sys.modules, "grader.checks.fake", types.ModuleType("grader.checks.fake"))
+    assert_fails(s10_2.check_softmax, solution["softmax"], "is not the installed grader")
+
+
+def test_edited_check_function_is_caught(monkeypatch):
+    """Is a check library function replaced from outside the grader reported?"""
+    fake = eval("lambda *args, **kwargs: True")  # defined outside grader/, like notebook code
+    fake.__module__ = "grader.checks.core"
+    monkeypatch.setattr(core, "close", fake)
+    assert "grader.checks.core.close was replaced" in integrity.tamper_report()
+
+
+def test_record_round_trip_passes(records, solution):
+    """Does a correct submission's record verify in a clean process?"""
+    s10_2.check_softmax(solution["softmax"])
+    verdicts = integrity.verify_records(records)
+    assert verdicts["softmax"].passed and not verdicts["softmax"].flags
+
+
+def test_edited_comparison_is_caught_by_clean_verification(records, monkeypatch):
+    """If learner code makes the in-kernel comparison lie, does clean verification catch it?"""
+    monkeypatch.setattr(core, "close", lambda *args, **kwargs: True)
+    monkeypatch.setattr(integrity, "tamper_report", lambda: [])  # the cheat also silenced the scan
+    s10_2.check_softmax(wrong_softmax)  # passes in the kernel: the comparison was neutralised
+    monkeypatch.undo()  # the clean process has the real functions
+    verdict = integrity.verify_records(records)["softmax"]
+    assert not verdict.passed
+    assert "do not match the reference in a clean process" in verdict.reason
+
+
+def test_forbidden_call_is_flagged_in_the_record(records):
+    """Is calling the reference recorded as a flag for the grade report?"""
+    assert_fails(s10_2.check_softmax, lambda x, dim=-1: torch.softmax(x, dim), "No credit")
+    verdict = integrity.verify_records(records)["softmax"]
+    assert not verdict.passed
+    assert any("torch.softmax" in flag for flag in verdict.flags)
+
+
+def test_edited_record_is_caught(records, solution):
+    """Does a record whose outputs were altered after the check fail verification?"""
+    s10_2.check_softmax(solution["softmax"])
+    path = records / f"softmax{integrity.RECORD_SUFFIX}"
+    record = integrity.load_record(path)
+    first = next(iter(record["cases"].values()))
+    first["output"] += 1.0
+    torch.save(record, path)
+    assert not integrity.verify_records(records)["softmax"].passed
+
+
+def test_no_record_outside_grading(tmp_path, monkeypatch, solution):
+    """Does a learner running the notebook leave no record files behind?"""
+    monkeypatch.delenv(integrity.GRADING_DIR_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    s10_2.check_softmax(solution["softmax"])
+    assert list(tmp_path.iterdir()) == []

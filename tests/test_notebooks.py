@@ -1,0 +1,45 @@
+"""Do the notebooks run top to bottom: the instructor's with every test passing, the learner's
+with no error but the NotImplementedError of unfinished exercises?"""
+
+import os
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from grader.release import assignments
+from tests.notebook_code import notebook_path
+
+ASSIGNMENTS = assignments()
+
+
+def execute(path, env_quick=True):
+    """Run a notebook in a fresh kernel; returns (seconds, [(cell index, error name, message)])."""
+    nb = nbformat.read(path, as_version=4)
+    if env_quick:
+        os.environ["COURSE_QUICK"] = "1"
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    start = time.perf_counter()
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    errors = [(i, out.ename, out.evalue) for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+              for out in cell.outputs if out.output_type == "error"]
+    return time.perf_counter() - start, errors
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_solution_notebook_passes_every_test(name):
+    """Does the instructor notebook run with every visible and hidden test passing?"""
+    seconds, errors = execute(notebook_path(name, "solutions"))
+    assert not errors, f"{name}: {errors}"
+    print(f"{name}: {seconds:.1f} s")
+
+
+@pytest.mark.parametrize("name", ASSIGNMENTS)
+def test_learner_notebook_fails_only_on_unfinished_exercises(name):
+    """Does the learner notebook run with only NotImplementedError from the empty exercises?"""
+    _, errors = execute(notebook_path(name, "notebooks"))
+    unexpected = [e for e in errors if e[1] != "NotImplementedError"]
+    assert not unexpected, f"{name}: {unexpected}"
+    assert errors, f"{name}: a learner notebook with nothing to do?"
