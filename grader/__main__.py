@@ -3,6 +3,7 @@
 Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
   verify     re-check saved records in a clean process (see grader.integrity)
+  student-bundle  build the public student release (notebooks, helpers, data, badges)
 """
 
 from __future__ import annotations
@@ -30,6 +31,14 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+def _student_bundle(args: argparse.Namespace) -> int:
+    from grader.bundle import build_student_bundle
+
+    out = build_student_bundle(Path(args.out), repository=args.repository, branch=args.branch)
+    print(f"student release written to {out} (no solutions, hidden tests or checks inside)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="re-check saved records in a clean process")
     verify.add_argument("records", help="folder of *.record.pt files")
     verify.set_defaults(run=_verify)
+    bundle = commands.add_parser("student-bundle", help="build the public student release")
+    bundle.add_argument("out", help="new or empty folder to write the release into")
+    bundle.add_argument("--repository", default="transformer-course/transformer-course",
+                        help="GitHub owner/name the release is published as (for the badges)")
+    bundle.add_argument("--branch", default="main", help="branch the badges point at")
+    bundle.set_defaults(run=_student_bundle)
     return parser
 
 

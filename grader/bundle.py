@@ -1,0 +1,146 @@
+"""Build what a course publishes to learners: ``python -m grader student-bundle OUT``.
+
+The bundle is a folder ready to push as the public student repository: the learner
+notebooks, the ``course`` helper package, ``data/``, ``environment.yml`` and Binder's
+``postBuild``, and a learner README with Binder and Colab badges. Nothing of
+``solutions/``, the hidden tests or ``grader/`` goes in, and :func:`find_leaks` proves it.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import nbformat
+
+from grader.release import RELEASE, ROOT, SOURCE
+
+DEFAULT_REPOSITORY = "transformer-course/transformer-course"
+COPIED = ("notebooks", "course", "data", "environment.yml", "postBuild")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "train_reference.py")
+
+STUDENT_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=64"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "transformer-course-helpers"
+version = "0.1.0"
+description = "Helpers imported by the Transformer course notebooks."
+requires-python = ">=3.9"
+dependencies = ["torch>=2.1", "numpy", "matplotlib", "tqdm"]
+
+[tool.setuptools.packages.find]
+include = ["course*"]
+"""
+
+
+def notebook_links(repository: str, branch: str) -> list[tuple[str, str]]:
+    """(title, path) of every learner notebook, in section order."""
+    links = []
+    for path in sorted(RELEASE.glob("*/*.ipynb")):
+        title = path.parent.name.replace("-", " ", 1).replace("-", " ")
+        links.append((title, path.relative_to(ROOT).as_posix()))
+    return links
+
+
+def badges(repository: str, branch: str = "main") -> str:
+    """Markdown: one Binder badge for the course, one Colab badge per notebook."""
+    binder = (f"[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/"
+              f"{repository}/{branch}?urlpath=lab/tree/notebooks)")
+    rows = ["| notebook | Colab |", "|---|---|"]
+    for title, path in notebook_links(repository, branch):
+        colab = f"https://colab.research.google.com/github/{repository}/blob/{branch}/{path}"
+        rows.append(f"| [{title}]({path}) | [![Open In Colab]"
+                    f"(https://colab.research.google.com/assets/colab-badge.svg)]({colab}) |")
+    return binder + "\n\n" + "\n".join(rows) + "\n"
+
+
+def learner_readme(repository: str, branch: str) -> str:
+    return f"""# The Transformer, hands on: learner notebooks
+
+Six notebooks in which you build the Transformer from its parts in PyTorch; every piece
+you write is checked at once against PyTorch's own modules.
+
+Open the whole course on Binder, or one notebook on Colab:
+
+{badges(repository, branch)}
+On your own machine: `pip install -e .` (with PyTorch 2.1 or newer), then
+`jupyter lab notebooks/`. Run each notebook top to bottom, setup cell first.
+"""
+
+
+def build_student_bundle(out: Path, repository: str = DEFAULT_REPOSITORY,
+                         branch: str = "main") -> Path:
+    """Write the student release into ``out``, which must not exist or be empty."""
+    if out.exists() and any(out.iterdir()):
+        raise SystemExit(f"{out} is not empty: choose a new folder (nothing is overwritten).")
+    if not any(RELEASE.glob("*/*.ipynb")):
+        raise SystemExit("notebooks/ has no learner notebooks: run `python -m grader generate`.")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, out / name, ignore=IGNORED)
+        elif source.exists():
+            shutil.copy2(source, out / name)
+    (out / "pyproject.toml").write_text(STUDENT_PYPROJECT)
+    (out / "README.md").write_text(learner_readme(repository, branch))
+    leaks = find_leaks(out)
+    if leaks:
+        shutil.rmtree(out)
+        raise RuntimeError("The student bundle would leak instructor material:\n" + "\n".join(leaks))
+    return out
+
+
+# ---------------------------------------------------------------- leak detection
+
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "grader.checks", "from grader",
+           "import grader")
+
+
+def solution_lines(notebook: Path, min_length: int = 12) -> set[str]:
+    """Non-trivial code lines written between the solution markers of an instructor notebook."""
+    lines: set[str] = set()
+    for cell in nbformat.read(notebook, as_version=4).cells:
+        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S):
+            lines.update(line.strip() for line in block.splitlines()
+                         if len(line.strip()) >= min_length and not line.strip().startswith("#"))
+    return lines
+
+
+def _code_text(path: Path) -> str:
+    """The code a learner receives in a file: code cells of notebooks, whole text otherwise."""
+    if path.suffix == ".ipynb":
+        cells = nbformat.read(path, as_version=4).cells
+        return "\n".join(c.source for c in cells if c.cell_type == "code")
+    return path.read_text(errors="replace")
+
+
+def _secret_lines(path: Path, bundle: Path) -> set[str]:
+    """Solution lines that must not appear in ``path``.
+
+    A learner notebook must not hold its own solutions (earlier sections' building blocks
+    are given on purpose); helper code must hold no solution of any section.
+    """
+    if path.suffix == ".ipynb":
+        source = SOURCE / path.relative_to(bundle / "notebooks")
+        return solution_lines(source) if source.exists() else set()
+    return set().union(*(solution_lines(nb, min_length=25) for nb in SOURCE.glob("*/*.ipynb")))
+
+
+def find_leaks(bundle: Path) -> list[str]:
+    """Every file or line of the bundle that gives away solutions, hidden tests or checks."""
+    leaks = [f"{p.relative_to(bundle)}: instructor folder" for p in bundle.rglob("*")
+             if p.is_dir() and p.name in {"solutions", "grader", "tests", "autograded", "submitted"}]
+    for path in sorted(bundle.rglob("*")):
+        if not path.is_file() or path.suffix not in {".ipynb", ".py", ".md", ".txt", ".yml", ".toml"}:
+            continue
+        text = _code_text(path)
+        leaks += [f"{path.relative_to(bundle)}: {m!r}" for m in MARKERS if m in text]
+        if path.suffix in {".ipynb", ".py"}:
+            leaks += [f"{path.relative_to(bundle)}: solution line {line!r}"
+                      for line in sorted(_secret_lines(path, bundle)) if line in text]
+    return leaks
