@@ -173,7 +173,7 @@ def load_record(path: Path) -> dict:
 def verify_record(path: Path) -> Verdict:
     """Recompute the reference for a record's cases and compare with what was saved."""
     from grader.checks import EXERCISES
-    from grader.checks.core import CheckFailure, Case, grading_device
+    from grader.checks.core import Case, CheckFailure, grading_device
 
     record = load_record(path)
     name = record["exercise"]

@@ -28,7 +28,7 @@ def exercise_cells(path: Path) -> list[str]:
     return sources
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_solution_namespace(assignment: str) -> dict:
     """The namespace after running the setup, given and solution cells of ``assignment``."""
     matplotlib.use("Agg")

@@ -35,7 +35,8 @@ def test_leak_detector_catches_a_planted_solution(release, tmp_path):
     notebook = next((release / "notebooks").glob("10.2*/*.ipynb"))
     nb = json.loads(notebook.read_text())
     planted = dict(nb)
-    code = next(c for c in planted["cells"] if c["cell_type"] == "code" and "NotImplementedError" in "".join(c["source"]))
+    code = next(c for c in planted["cells"]
+                if c["cell_type"] == "code" and "NotImplementedError" in "".join(c["source"]))
     original = code["source"]
     code["source"] = ["scores = scores.masked_fill(~mask, float(\"-inf\"))  # blocked pairs get weight 0\n"]
     notebook.write_text(json.dumps(planted))
