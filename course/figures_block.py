@@ -1,0 +1,108 @@
+"""Figures for 10.4 (positional encoding) and 10.5 (the Transformer block)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import torch
+
+from course.plotting import heatmap
+
+
+def _numpy(matrix):
+    """A tensor (or array) as a float CPU numpy array."""
+    if isinstance(matrix, torch.Tensor):
+        return matrix.detach().float().cpu().numpy()
+    return matrix
+
+
+def encoding_heatmap(pe, *, title="Sinusoidal positional encoding", ax=None):
+    """The encoding (positions, d_model) as an image: one row per position, one column per dimension."""
+    values = _numpy(pe)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    image = ax.imshow(values, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_title(title)
+    ax.set_xlabel("dimension (column of pe)")
+    ax.set_ylabel("position")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="value")
+    return ax
+
+
+def encoding_curves(pe, dims: Sequence[int], *, title="A few dimensions of the encoding", ax=None):
+    """Columns ``dims`` of the encoding as curves over the positions."""
+    values = _numpy(pe)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3))
+    for d in dims:
+        kind = "sin" if d % 2 == 0 else "cos"
+        ax.plot(values[:, d], label=f"dim {d} ({kind}, pair i={d // 2})")
+    ax.set_title(title)
+    ax.set_xlabel("position")
+    ax.set_ylabel("value")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return ax
+
+
+def order_comparison(out, out_reordered, labels, *, title="", vmax=0.1):
+    """Outputs for a sentence and for its reordering (rows put back in the first order), and their gap.
+
+    ``out`` and ``out_reordered`` are (n, d); row i of both belongs to token ``labels[i]``.
+    The third panel, |difference|, always spans [0, vmax], so two figures can be compared.
+    """
+    out, out_reordered = _numpy(out), _numpy(out_reordered)
+    low = min(out.min(), out_reordered.min())
+    high = max(out.max(), out_reordered.max())
+    fig, axes = plt.subplots(1, 3, figsize=(12, 2.8))
+    for ax, matrix, name in ((axes[0], out, "original sentence"),
+                             (axes[1], out_reordered, "reversed sentence, rows put back")):
+        heatmap(matrix, labels, None, title=name, xlabel="feature", ylabel="token", ax=ax,
+                annotate=False, cmap="coolwarm", vmin=low, vmax=high)
+    heatmap(abs(out_reordered - out), labels, None, title="|difference|", xlabel="feature",
+            ylabel="token", ax=axes[2], annotate=False, cmap="Reds", vmin=0.0, vmax=vmax)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def gradient_norms_per_layer(per_layer: Mapping[str, Sequence[float]],
+                             top_by_depth: Mapping[str, Mapping[int, float]], *,
+                             title="Gradient norms at initialisation"):
+    """Left: each block's gradient norm in one deep stack. Right: the top block's against depth.
+
+    ``per_layer`` maps a label ("post-norm", "pre-norm") to one norm per block (bottom first);
+    ``top_by_depth`` maps the same labels to {depth: gradient norm of the top block}.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
+    for label, norms in per_layer.items():
+        left.plot(range(1, len(norms) + 1), list(norms), marker="o", markersize=3, label=label)
+    left.set_title(f"Per block, in a stack of {max(len(v) for v in per_layer.values())}")
+    left.set_xlabel("block (1 = nearest the input)")
+    left.set_ylabel("‖gradient of the block's parameters‖")
+    left.set_yscale("log")
+    left.legend()
+    for label, by_depth in top_by_depth.items():
+        depths = sorted(by_depth)
+        right.plot(depths, [by_depth[L] for L in depths], marker="o", label=label)
+    right.set_title("Top block, as the stack gets deeper")
+    right.set_xlabel("number of blocks")
+    right.set_ylabel("‖gradient of the top block‖")
+    right.set_yscale("log")
+    right.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def similarity_heatmap(pe, *, title="pe[p] · pe[q]: it depends only on p − q", ax=None):
+    """Dot products between the encodings of every pair of positions."""
+    values = _numpy(pe @ pe.T)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.8, 4))
+    image = ax.imshow(values, cmap="viridis", aspect="equal", interpolation="nearest")
+    ax.set_title(title)
+    ax.set_xlabel("position q")
+    ax.set_ylabel("position p")
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="dot product")
+    return ax
