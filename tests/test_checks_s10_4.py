@@ -156,6 +156,25 @@ def pe_even_only(max_len, d_model):  # the Annotated Transformer's code, which n
     return pe
 
 
+def pe_cos_own_column(max_len, d_model):  # each column j uses pos / 10000^(j / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    for j in range(d_model):
+        angle = torch.arange(max_len, dtype=torch.float64) / 10000 ** (j / d_model)
+        pe[:, j] = angle.sin() if j % 2 == 0 else angle.cos()
+    return pe.float()
+
+
+def pe_cos_typo(max_len, d_model):  # a typo in one of the two lines: the cosine's base is 1000
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    return _interleave((position / 10000.0 ** (two_i / d_model)).sin(),
+                       (position / 1000.0 ** (two_i / d_model)).cos(), d_model)
+
+
+def pe_halved(max_len, d_model):
+    return pe_float32(max_len, d_model) * 0.5
+
+
 def pe_batched(max_len, d_model):
     return pe_float32(max_len, d_model).unsqueeze(0)  # (1, max_len, d_model)
 
@@ -177,6 +196,9 @@ def pe_base_1000(max_len, d_model):
     (pe_even_only, r"odd d_model=7.*raised RuntimeError|raised RuntimeError.*odd d_model=7"),
     (pe_batched, r"shape \(6, 8\)"),
     (pe_base_1000, "frequency ladder"),
+    (pe_cos_own_column, r"cosine's exponent taken from its own column index"),
+    (pe_cos_typo, r"sin² \+ cos² = 1"),
+    (pe_halved, "Row 0 is position 0"),
 ])
 def test_encoding_planted_bugs_fail(impl, match):
     """Is each wrong encoding rejected, with the diagnosis named?"""

@@ -63,15 +63,19 @@ def frequencies(d_model: int, device: torch.device, *, exponent: str = "2i/d",
 
 
 def encoding(positions: torch.Tensor, d_model: int, *, swap: bool = False, halves: bool = False,
-             **omega_mistakes) -> torch.Tensor:
+             cos_column: bool = False, **omega_mistakes) -> torch.Tensor:
     """PE[pos] for float64 ``positions``: (len(positions), d_model), float64.
 
     ``swap`` puts the cosine in the even columns; ``halves`` writes all sines first and all
-    cosines after them instead of interleaving the pairs.
+    cosines after them instead of interleaving the pairs; ``cos_column`` gives the cosine of
+    column 2i+1 the exponent (2i+1)/d_model (its own column index) instead of 2i/d_model.
     """
     omega = frequencies(d_model, positions.device, **omega_mistakes)
     angle = positions.to(F64)[:, None] * omega  # (P, ceil(d_model / 2))
     first, second = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
+    if cos_column:
+        odd = torch.arange(1, 2 * omega.shape[0], 2, dtype=F64, device=positions.device)
+        second = (positions.to(F64)[:, None] * torch.pow(10000.0, -odd / d_model)).cos()
     if halves:
         return torch.cat([first, second[:, : d_model // 2]], dim=-1)
     return torch.stack([first, second], dim=-1).flatten(-2)[:, :d_model]  # s0 c0 s1 c1 ...
@@ -150,7 +154,7 @@ def _table_mistake(**switch) -> Callable[[Case, torch.device], Outputs]:
     return run
 
 
-FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(same angle)."
+FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the same angle)"
 
 ENCODING_MISTAKES = {
     "swapped": Mistake("sine and cosine swapped (cosine in the even columns)",
@@ -165,6 +169,10 @@ ENCODING_MISTAKES = {
     "exponent_4i": Mistake("the exponent 4i/d_model: the column index 2i doubled again",
                            "torch.arange(0, d_model, 2) already is 2i: do not multiply it by 2.",
                            _table_mistake(exponent="4i/d")),
+    "cos_column": Mistake("the cosine's exponent taken from its own column index: (2i+1)/d_model "
+                          "instead of 2i/d_model", "The sine in column 2i and the cosine in column "
+                          "2i+1 share one angle, pos / 10000^(2i/d_model).",
+                          _table_mistake(cos_column=True)),
     "inverted": Mistake("10000^(2i/d_model) inverted: the angle pos * 10000^(2i/d_model)",
                         "Divide the position by 10000^(2i/d_model) (or multiply by its "
                         "inverse, exp(-2i * ln(10000) / d_model)).", _table_mistake(inverted=True)),
@@ -193,7 +201,14 @@ class SinusoidalPositionalEncoding(Exercise):
 
     def run(self, impl, case, device):
         p = case.params
-        out = call_learner(self.name, self.forbidden, case, impl, p["max_len"], p["d_model"])
+        try:
+            out = call_learner(self.name, self.forbidden, case, impl, p["max_len"], p["d_model"])
+        except CheckFailure as failure:
+            if p["d_model"] % 2 and "raised" in str(failure):
+                raise CheckFailure(f"{failure}\nWith an odd d_model there is one more even column (sine) "
+                                   "than odd columns (cosine): the cosines use only the first "
+                                   "d_model // 2 angles.") from None
+            raise
         return {"pe": expect_tensor(out, f"{self.name}'s result", case).detach().to(device)}
 
     def reference(self, case, device):
@@ -257,8 +272,7 @@ MODULE_MISTAKES = {
     "scaled": Mistake("x multiplied by sqrt(d_model) before adding pe",
                       "PositionalEncoding only adds pe[:n]; scaling the embeddings by "
                       "sqrt(d_model) belongs to the embedding layer (10.6).", _scaled_mistake),
-    **{name: _module_mistake(name) for name in ("swapped", "from_one", "exponent_i", "exponent_4i",
-                                                 "inverted", "halves")},
+    **{name: _module_mistake(name) for name in ENCODING_MISTAKES},
 }
 
 BUFFER_HOW = ("Compute the encoding once in __init__ and keep it with "
