@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 
 import pytest
 import torch
@@ -11,20 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from grader.checks import s10_5
+from tests.check_helpers import assert_fails
 from tests.notebook_code import load_solution_namespace
 
 SOLUTION = load_solution_namespace("10.5-transformer-block")
 MultiHeadAttention = SOLUTION["MultiHeadAttention"]  # given to the learner, read-only
 FeedForwardSolution = SOLUTION["FeedForward"]
-
-
-def assert_fails(check, impl, match: str) -> str:
-    """The check rejects ``impl`` with a message matching ``match`` (a regex)."""
-    with pytest.raises(AssertionError) as failure:
-        check(impl)
-    message = str(failure.value)
-    assert re.search(match, message, flags=re.IGNORECASE), f"expected /{match}/ in: {message}"
-    return message
 
 
 @pytest.fixture(autouse=True, scope="module")
