@@ -268,6 +268,7 @@ class DotProductVariance(Exercise):
     """A statistical property, not a reference comparison: var(q.k) is d_k, or 1 once scaled."""
 
     name = "dot_product_variance"
+    reference_name = "theory (a variance of d_k, or 1 once scaled)"
 
     def cases(self):
         return VARIANCE_CASES

@@ -194,6 +194,7 @@ ENCODING_CASES = [  # max_len, d_model
 
 class SinusoidalPositionalEncoding(Exercise):
     name = "sinusoidal_positional_encoding"
+    reference_name = "the formula evaluated in float64"
     mistakes = ENCODING_MISTAKES
 
     def cases(self):
@@ -300,6 +301,7 @@ def check_buffer(exercise: str, module: torch.nn.Module, max_len: int, d_model: 
 
 class PositionalEncodingModule(Exercise):
     name = "PositionalEncoding"
+    reference_name = "the formula evaluated in float64"
     mistakes = MODULE_MISTAKES
 
     def cases(self):
@@ -440,6 +442,7 @@ SHIFT_CASES = [  # k, d_model
 
 class RelativeShiftMatrix(Exercise):
     name = "relative_shift_matrix"
+    reference_name = "the formula evaluated in float64"
     mistakes = SHIFT_MISTAKES
 
     def cases(self):
