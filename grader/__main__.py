@@ -4,6 +4,8 @@ Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
   verify     re-check saved records in a clean process (see grader.integrity)
   student-bundle  build the public student release (notebooks, helpers, data, badges)
+  autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
+  merge      combine the outputs of sharded autograde runs into one grades.csv
 """
 
 from __future__ import annotations
@@ -39,6 +41,46 @@ def _student_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _deadlines(values: list[str]) -> dict[str, str]:
+    """``--deadline ISO`` (every assignment) or ``--deadline ASSIGNMENT=ISO``, checked."""
+    from grader.submissions import parse_timestamp
+
+    deadlines = {}
+    for value in values or []:
+        name, _, when = value.rpartition("=") if "=" in value else ("*", "", value)
+        try:
+            parse_timestamp(when)
+        except (ValueError, OverflowError):
+            raise SystemExit(f"--deadline {value!r}: expected an ISO time such as "
+                             "2026-12-01T23:59:00+01:00 (no offset means UTC).") from None
+        deadlines[name] = when
+    return deadlines
+
+
+def _autograde(args: argparse.Namespace) -> int:
+    from grader.autograde import Options, autograde
+    from grader.submissions import parse_shard
+
+    options = Options(timeout=args.timeout, shard=parse_shard(args.shard), force=args.force,
+                      deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
+                      memory_mb=args.memory_mb, submission_timeout=args.notebook_timeout,
+                      sandbox_user=None if args.no_sandbox_user else args.sandbox_user,
+                      isolate_network=not args.allow_network, progress=not args.quiet)
+    if args.jobs:
+        options.jobs = args.jobs
+    summary = autograde(Path(args.submissions), Path(args.out), options)
+    print(summary.text())
+    return 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    from grader.merge import merge
+
+    path = merge([Path(p) for p in args.outputs], Path(args.out))
+    print(f"merged {len(args.outputs)} shard outputs into {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -59,6 +101,40 @@ def build_parser() -> argparse.ArgumentParser:
                         help="GitHub owner/name the release is published as (for the badges)")
     bundle.add_argument("--branch", default="main", help="branch the badges point at")
     bundle.set_defaults(run=_student_bundle)
+
+    grade = commands.add_parser(
+        "autograde", help="grade a whole class: grades.csv and feedback",
+        description="Grade <student>/<assignment>/<notebook>.ipynb submissions (a folder or a "
+                    "zip) with nbgrader: hidden tests restored from solutions/, integrity "
+                    "records verified, learner code sandboxed. See docs/grading.md.")
+    grade.add_argument("submissions", help="folder (nbgrader's submitted/ layout) or zip")
+    grade.add_argument("--out", required=True, help="output folder (reruns resume in it)")
+    grade.add_argument("--jobs", type=int, default=0,
+                       help="notebooks graded at once (default: one per CPU)")
+    grade.add_argument("--timeout", type=int, default=60, help="seconds per cell (default 60)")
+    grade.add_argument("--notebook-timeout", type=int, default=0,
+                       help="seconds per notebook, whole (default: 6 x timeout + 180)")
+    grade.add_argument("--shard", default="1/1", help="grade slice K of N (K/N), then merge")
+    grade.add_argument("--force", action="store_true", help="regrade unchanged submissions")
+    grade.add_argument("--deadline", action="append", metavar="[ASSIGNMENT=]ISO",
+                       help="due date, for lateness from nbgrader's timestamp.txt (repeatable)")
+    grade.add_argument("--assignment", action="append",
+                       help="grade only this assignment (repeatable; default: all found)")
+    grade.add_argument("--memory-mb", type=int, default=4096,
+                       help="memory limit of each kernel process (default 4096)")
+    grade.add_argument("--sandbox-user", default="nobody",
+                       help="user kernels run as when grading as root (default nobody)")
+    grade.add_argument("--no-sandbox-user", action="store_true",
+                       help="run kernels as the grader's own user")
+    grade.add_argument("--allow-network", action="store_true",
+                       help="do not put kernels in a network namespace")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    grade.set_defaults(run=_autograde)
+
+    merge = commands.add_parser("merge", help="combine sharded autograde outputs")
+    merge.add_argument("outputs", nargs="+", help="the --out folders of every shard")
+    merge.add_argument("--out", required=True, help="where the merged output goes")
+    merge.set_defaults(run=_merge)
     return parser
 
 

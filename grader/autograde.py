@@ -1,0 +1,562 @@
+"""Grade a whole class with nbgrader: ``python -m grader autograde SUBMISSIONS --out OUT``.
+
+How a run goes (docs/grading.md has the instructor's version):
+
+1. Find the submissions (:mod:`grader.submissions`); anything that cannot be graded
+   (missing, empty, misnamed, invalid JSON) becomes an error row at once.
+2. Take this run's shard (``--shard K/N``) and skip what an earlier run in the same OUT
+   already graded from identical content (``--force`` regrades).
+3. Check the sandbox (:mod:`grader.sandbox`): torch must import under the limits.
+4. Start ``--jobs`` workers (:mod:`grader.worker`); each grades one submission at a time
+   in a scratch nbgrader course with its own gradebook, verifies the integrity records,
+   and writes the feedback. Each result is saved atomically as it completes, and
+   ``grades.csv`` is rewritten after every result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from grader import report
+from grader.report import ERROR, FLAGGED, OK, Result
+from grader.sandbox import (
+    KERNEL_NAME,
+    PASSTHROUGH_ENV,
+    Limits,
+    SandboxConfig,
+    kernel_env,
+    probe,
+    resolve_user,
+    write_kernelspec,
+)
+from grader.submissions import (
+    Assignment,
+    Submission,
+    content_hash,
+    course_assignments,
+    discover,
+    extract_zip,
+    shard,
+    tree_digest,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+GRADER_DIR = Path(__file__).resolve().parent
+WORKER_START_S = 300
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@dataclass
+class Options:
+    """Settings of one ``autograde`` run (the command line's options)."""
+
+    jobs: int = field(default_factory=available_cpus)
+    timeout: int = 60  # seconds per cell
+    submission_timeout: int = 0  # seconds per notebook, whole; 0: derived from timeout
+    shard: tuple[int, int] = (1, 1)
+    force: bool = False
+    deadlines: dict[str, str] = field(default_factory=dict)  # assignment or "*" -> ISO time
+    assignments: list[str] | None = None
+    memory_mb: int = 4096
+    cpu_seconds: int = 0  # 0: the submission timeout
+    file_mb: int = 1024
+    processes: int = 2048
+    sandbox_user: str | None = "nobody"
+    isolate_network: bool = True
+    max_output_chars: int = 1_000_000
+    progress: bool = True
+    solutions: Path = SOLUTIONS
+
+    def whole_notebook_s(self) -> int:
+        return self.submission_timeout or 6 * self.timeout + 180
+
+    def limits(self) -> Limits:
+        return Limits(cpu_seconds=self.cpu_seconds or self.whole_notebook_s(),
+                      memory_mb=self.memory_mb, file_mb=self.file_mb, processes=self.processes)
+
+    def deadline(self, assignment: str) -> str | None:
+        return self.deadlines.get(assignment) or self.deadlines.get("*")
+
+    def grading_key(self) -> str:
+        """The options that change grades (part of every content hash)."""
+        return json.dumps({"timeout": self.timeout, "memory": self.memory_mb,
+                           "output": self.max_output_chars}, sort_keys=True)
+
+
+@dataclass
+class Summary:
+    """What a run did, for the closing lines and for scripts."""
+
+    graded: int = 0
+    skipped: int = 0
+    counts: Counter = field(default_factory=Counter)
+    elapsed_s: float = 0.0
+    sandbox: dict = field(default_factory=dict)
+    out: str = ""
+
+    def text(self) -> str:
+        c = self.counts
+        lines = [f"Graded {self.graded} submission(s) in {self.elapsed_s:.1f} s"
+                 + (f" ({self.skipped} unchanged, skipped)" if self.skipped else "")
+                 + f": {c[OK]} ok, {c[ERROR]} errors, {c[FLAGGED]} flagged.",
+                 f"Grades: {Path(self.out) / 'grades.csv'}; feedback: {Path(self.out) / 'feedback'}"]
+        if self.sandbox:
+            lines.append("Sandbox: " + "; ".join(f"{k} {v}" for k, v in self.sandbox.items()))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- workers
+
+
+class WorkerFailed(Exception):
+    """The worker process died or overran; the message says which."""
+
+
+class WorkerProcess:
+    """One ``python -I -m grader.worker`` process and its line protocol."""
+
+    def __init__(self, settings: dict, env: dict[str, str], cwd: Path, log: Path):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.log = open(log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-m", "grader.worker"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=self.log, env=env, cwd=cwd, start_new_session=True)
+        self.buffer = b""
+        self.settings = settings
+        self._read(WORKER_START_S, "start")  # {"ready": true}: nbgrader and torch imported
+        self._send(settings)
+
+    def _send(self, payload: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(payload) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerFailed(self._died()) from None
+
+    def _died(self) -> str:
+        code = self.proc.poll()
+        if code is None:
+            return "the grading worker stopped answering"
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return f"the grading worker died ({how}); see {self.log.name}"
+
+    def _read(self, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerFailed(f"{what} took more than {timeout:.0f} s")
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    raise WorkerFailed(self._died())
+                self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def call(self, job: dict, timeout: float) -> dict:
+        self._send(job)
+        return self._read(timeout, "grading this submission")
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        self.log.close()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+        self.kill()
+
+
+def worker_env(work: Path) -> dict[str, str]:
+    """The worker's own environment: as clean as the kernels'."""
+    home = work / "worker-home"
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ})
+    return env
+
+
+# ---------------------------------------------------------------- the run
+
+
+class Run:
+    """State of one autograde run: results so far, progress, the CSV."""
+
+    def __init__(self, out: Path, options: Options, keys: list[tuple[str, str]],
+                 exercises: list[str], results: dict[tuple[str, str], Result]):
+        self.out, self.options, self.keys, self.exercises = out, options, keys, exercises
+        self.results = results
+        self.lock = threading.Lock()
+        self.summary = Summary(out=str(out))
+        self.bar = None
+
+    def record(self, result: Result) -> None:
+        """Save one result atomically, rewrite grades.csv, advance the progress bar."""
+        with self.lock:
+            report.save_result(self.out, result)
+            self.results[result.key] = result
+            self.write_csv()
+            self.summary.graded += 1
+            self.summary.counts[result.status] += 1
+            if self.bar is not None:
+                self.bar.update(1)
+                self.bar.set_postfix(ok=self.summary.counts[OK],
+                                     errors=self.summary.counts[ERROR],
+                                     flagged=self.summary.counts[FLAGGED], refresh=False)
+
+    def write_csv(self) -> None:
+        mine = [self.results[k] for k in self.keys if k in self.results]
+        report.write_grades(self.out, mine, self.exercises)
+
+
+def problem_result(sub: Submission, digest: str) -> Result:
+    """The error row of a submission that cannot be graded."""
+    return Result(sub.student, sub.assignment, status=ERROR, reason=sub.problem,
+                  notes=[sub.problem, *sub.notes], content_hash=digest)
+
+
+def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str) -> dict:
+    return {"type": "grade", "student": sub.student, "assignment": sub.assignment,
+            "folder": str(sub.folder), "files": sub.files, "notes": sub.notes,
+            "source": str(assignment.source), "template": str(template),
+            "content_hash": digest}
+
+
+def assignment_context(assignment: Assignment, options: Options, grader_digest: str) -> str:
+    return "|".join([tree_digest(assignment.source, "*.ipynb"), grader_digest,
+                     options.grading_key(), options.deadline(assignment.name) or ""])
+
+
+def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> list[str]:
+    """Exercise columns of grades.csv: every assignment of the batch, in course order."""
+    columns: list[str] = []
+    for name, assignment in assignments.items():
+        if name in names:
+            columns += [e for e, _ in assignment.exercises if e not in columns]
+    return columns
+
+
+def write_manifest(out: Path, options: Options, subs: list[Submission],
+                   assignments: dict[str, Assignment], sandbox: dict) -> None:
+    names = {s.assignment for s in subs}
+    manifest = {
+        "shard": list(options.shard),
+        "keys": [list(s.key) for s in subs],
+        "exercises": exercise_columns(assignments, names),
+        "options": {k: v for k, v in asdict(options).items() if k not in ("solutions", "progress")},
+        "sandbox": sandbox,
+    }
+    report.atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, default=str))
+
+
+def autograde(submissions: Path, out: Path, options: Options | None = None) -> Summary:
+    """Grade every submission under ``submissions`` (a folder or a zip) into ``out``."""
+    options = options or Options()
+    started = time.monotonic()
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    assignments = course_assignments(options.solutions)
+    work = Path(tempfile.mkdtemp(prefix="cg-"))
+    try:
+        root = Path(submissions)
+        if root.is_file():
+            root = extract_zip(root, work / "unzipped", assignments)
+        elif not root.is_dir():
+            raise SystemExit(f"{submissions} is neither a folder nor a zip of submissions.")
+        subs = discover(root, assignments, options.assignments)
+        if not subs:
+            raise SystemExit(f"No submissions in {submissions}: expected "
+                             "<student>/<assignment>/<notebook>.ipynb.")
+        mine = shard(subs, *options.shard)
+        grader_digest = tree_digest(GRADER_DIR, "**/*.py")
+        contexts = {name: assignment_context(a, options, grader_digest)
+                    for name, a in assignments.items()}
+        digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
+        existing = report.load_results(out)
+        todo = [s for s in mine if options.force or s.key not in existing
+                or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
+        todo_keys = {s.key for s in todo}
+        kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
+        run = Run(out, options, [s.key for s in mine],
+                  exercise_columns(assignments, {s.assignment for s in subs}), kept)
+        run.summary.skipped = len(kept)
+        gradable = [s for s in todo if not s.problem]
+        sandbox: dict = {}
+        write_manifest(out, options, subs, assignments, sandbox)
+        if options.progress and todo:
+            from tqdm import tqdm
+
+            run.bar = tqdm(total=len(todo), desc="grading", unit="nb", file=sys.stderr,
+                           dynamic_ncols=True)
+        for sub in todo:
+            if sub.problem:
+                run.record(problem_result(sub, digests[sub.key]))
+        if gradable:
+            sandbox = grade_all(gradable, assignments, digests, options, out, work, run)
+            write_manifest(out, options, subs, assignments, sandbox)
+        run.write_csv()
+        if run.bar is not None:
+            run.bar.close()
+        run.summary.sandbox = sandbox
+        run.summary.elapsed_s = time.monotonic() - started
+        return run.summary
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
+              digests: dict[tuple[str, str], str], options: Options, out: Path, work: Path,
+              run: Run) -> dict:
+    """Check the sandbox while the workers start and build templates, then grade.
+
+    Returns the sandbox report (user, network, limits, torch) for the summary.
+    """
+    config, user_note = resolve_user(SandboxConfig(options.limits(), options.sandbox_user,
+                                                   options.isolate_network))
+    jobs = max(1, min(options.jobs, len(gradable)))
+    threads = max(1, available_cpus() // jobs)
+    probe_home = work / "probe-home"
+    settings = {"scratch": str(work / "jobs"),
+                "jupyter_path": str(write_kernelspec(work / "jupyter", config)),
+                "sandbox": config.to_json(), "threads": threads, "timeout": options.timeout,
+                "kernel": KERNEL_NAME, "max_output_chars": options.max_output_chars,
+                "out": str(out), "mpl_cache": str(probe_home / ".config" / "matplotlib")}
+    templates = template_paths(gradable, assignments, options, out)
+    pool = Pool(settings, worker_env(work), work, out, options, run, digests)
+    threads_ = [threading.Thread(target=pool.work, args=(i, templates, assignments), daemon=True)
+                for i in range(jobs)]
+    for thread in threads_:
+        thread.start()
+    try:
+        found = probe(config, kernel_env(probe_home, work / "probe-records", threads), work)
+        pool.fallback = {"torch": found.get("torch", ""),
+                         "device": "cuda" if found.get("cuda") else "cpu"}
+    except BaseException:
+        pool.stop.set()
+        raise
+    finally:
+        while not pool.templates_built.wait(1) and threads_[0].is_alive():
+            pass
+        if not pool.stop.is_set():
+            pool.queue.extend(gradable)
+        pool.ready.set()
+        for thread in threads_:
+            thread.join()
+    limits = config.limits
+    return {"user": user_note, "network": found.get("network", ""),
+            "limits": f"cpu {limits.cpu_seconds} s, memory {limits.memory_mb} MB, "
+                      f"files {limits.file_mb} MB, processes {limits.processes}",
+            "torch": f"{found.get('torch')} ({pool.fallback['device']})"}
+
+
+class Pool:
+    """The worker threads' shared state: the queue, the start signal, the results."""
+
+    def __init__(self, settings: dict, env: dict[str, str], work: Path, out: Path,
+                 options: Options, run: Run, digests: dict[tuple[str, str], str]):
+        self.settings, self.env, self.workdir, self.out = settings, env, work, out
+        self.options, self.run, self.digests = options, run, digests
+        self.queue: list[Submission] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()  # sandbox checked, templates built: grade
+        self.templates_built = threading.Event()
+        self.stop = threading.Event()
+        self.unprepared: dict[str, str] = {}
+        self.fallback: dict[str, str] = {}
+
+    def next_job(self) -> Submission | None:
+        with self.lock:
+            return self.queue.pop(0) if self.queue else None
+
+    def error(self, sub: Submission, reason: str) -> Result:
+        return Result(sub.student, sub.assignment, status=ERROR, retry=True, reason=reason,
+                      content_hash=self.digests[sub.key])
+
+    def start_worker(self, index: int) -> WorkerProcess:
+        return WorkerProcess(self.settings, self.env, self.workdir,
+                             self.out / "logs" / f"worker-{index}.log")
+
+    def work(self, index: int, templates: dict[str, Path],
+             assignments: dict[str, Assignment]) -> None:
+        """One thread: drive one worker process through the queue."""
+        worker: WorkerProcess | None = None
+        try:
+            if index == 0:
+                try:
+                    worker = self.start_worker(index)
+                    self.unprepared.update(build_templates(worker, templates, assignments,
+                                                           self.options))
+                except WorkerFailed as failure:
+                    self.unprepared.update({name: str(failure) for name in templates})
+                finally:
+                    self.templates_built.set()
+            self.ready.wait()
+            while (sub := self.next_job()) is not None:
+                worker = self.grade(worker, index, sub, templates[sub.assignment],
+                                    assignments[sub.assignment])
+        finally:
+            if worker is not None:
+                worker.close()
+
+    def grade(self, worker: WorkerProcess | None, index: int, sub: Submission, template: Path,
+              assignment: Assignment) -> WorkerProcess | None:
+        """Grade ``sub`` on ``worker`` (started if needed); returns the worker still usable."""
+        if sub.assignment in self.unprepared:
+            self.run.record(self.error(sub, f"could not prepare {sub.assignment} for grading: "
+                                            f"{self.unprepared[sub.assignment]}"))
+            return worker
+        try:
+            worker = worker or self.start_worker(index)
+            answer = worker.call(job_for(sub, assignment, template, self.digests[sub.key]),
+                                 self.options.whole_notebook_s())
+            result = Result(**answer["result"]) if "result" in answer else \
+                self.error(sub, f"the grader failed: {answer.get('error')}")
+        except WorkerFailed as failure:
+            if worker is not None:
+                worker.kill()
+            worker = None
+            result = self.error(sub, f"grading stopped: {failure}; its kernel was killed. Rerun "
+                                     "the same command to try again")
+        if not result.torch and not result.retry:  # no check ran: the kernel's torch all the same
+            result.torch = self.fallback.get("torch", "")
+            result.device = self.fallback.get("device", "")
+        self.run.record(result)
+        return worker
+
+
+def template_paths(subs: list[Submission], assignments: dict[str, Assignment], options: Options,
+                   out: Path) -> dict[str, Path]:
+    """Where each assignment's template gradebook is cached (built if absent)."""
+    import nbgrader
+
+    paths = {}
+    for name in sorted({s.assignment for s in subs}):
+        digest = tree_digest(assignments[name].source)
+        key = f"{digest}|{options.deadline(name)}|{nbgrader.__version__}"
+        import hashlib
+
+        short = hashlib.sha256(key.encode()).hexdigest()[:16]
+        paths[name] = out / ".cache" / "templates" / f"{name}-{short}" / "gradebook.db"
+    return paths
+
+
+def build_templates(worker: WorkerProcess, templates: dict[str, Path],
+                    assignments: dict[str, Assignment], options: Options) -> dict[str, str]:
+    """Build the missing template gradebooks; returns the assignments that failed, with why."""
+    failed = {}
+    for name, path in templates.items():
+        if path.exists():
+            continue
+        answer = worker.call({"type": "template", "assignment": name,
+                              "source": str(assignments[name].source),
+                              "dest": str(path.parent / "build"),
+                              "duedate": options.deadline(name)}, WORKER_START_S)
+        if "template" not in answer:
+            failed[name] = str(answer.get("error"))
+            continue
+        os.replace(answer["template"], path)
+        shutil.rmtree(path.parent / "build", ignore_errors=True)
+    return failed
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def stock_nbgrader_seconds(submissions: Path, assignments: list[str], timeout: int,
+                           solutions: Path = SOLUTIONS) -> tuple[float, dict]:
+    """Wall time of stock serial ``nbgrader autograde`` on ``submissions``, and its scores.
+
+    ``generate_assignment`` (setup, not grading) is run before the clock starts.
+    """
+    from grader.submissions import find_root
+
+    with tempfile.TemporaryDirectory(prefix="cg-stock-") as scratch:
+        course = Path(scratch)
+        shutil.copy(GRADER_DIR / "nbgrader_config.py", course / "nbgrader_config.py")
+        for name in assignments:
+            shutil.copytree(solutions / name, course / "solutions" / name)
+        shutil.copytree(find_root(submissions, set(assignments)), course / "submitted")
+        env = {**os.environ, "COURSE_QUICK": "1"}
+        env.pop("COURSE_GRADING_DIR", None)
+        base = [sys.executable, "-m", "nbgrader"]
+        for name in assignments:
+            subprocess.run(base + ["generate_assignment", name, "--force", "--log-level=ERROR"],
+                           cwd=course, env=env, check=True, capture_output=True)
+        started = time.monotonic()
+        for name in assignments:
+            subprocess.run(base + ["autograde", name, "--force", "--log-level=ERROR",
+                                   f"--Execute.timeout={timeout}"],
+                           cwd=course, env=env, capture_output=True)
+        elapsed = time.monotonic() - started
+        from nbgrader.api import Gradebook
+
+        scores = {}
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            for name in assignments:
+                for submission in gb.assignment_submissions(name):
+                    scores[(submission.student_id, name)] = submission.score
+    return elapsed, scores
+
+
+def benchmark_against_nbgrader(submissions: Path, jobs: int = 2, timeout: int = 60,
+                               out: Path | None = None) -> dict:
+    """Time stock serial ``nbgrader autograde`` and ``autograde --jobs`` on the same set.
+
+    Returns the keys the benchmark report uses (``autograde.serial_nbgrader_s``,
+    ``autograde.parallel_s``, ``autograde.jobs``, ``autograde.speedup``) plus the number of
+    notebooks, CPUs, and the submissions whose total score differs between the two
+    (expected only where our grader is stricter: integrity flags, stderr, kernel deaths).
+    """
+    submissions = Path(submissions)
+    assignments = sorted({p.parent.name for p in submissions.glob("*/*/*.ipynb")})
+    serial, stock_scores = stock_nbgrader_seconds(submissions, assignments, timeout)
+    with tempfile.TemporaryDirectory(prefix="cg-bench-") as scratch:
+        target = Path(out) if out else Path(scratch) / "out"
+        if target.exists():
+            shutil.rmtree(target)
+        started = time.monotonic()
+        autograde(submissions, target, Options(jobs=jobs, timeout=timeout, progress=False))
+        parallel = time.monotonic() - started
+        ours = report.load_results(target)
+    differ = sorted(f"{s}/{a}: nbgrader {stock_scores.get((s, a))}, ours {r.score} ({r.status})"
+                    for (s, a), r in ours.items()
+                    if stock_scores.get((s, a)) is not None
+                    and abs(stock_scores[(s, a)] - r.score) > 1e-9)
+    return {"autograde.serial_nbgrader_s": round(serial, 2),
+            "autograde.parallel_s": round(parallel, 2),
+            "autograde.jobs": jobs,
+            "autograde.speedup": round(serial / parallel, 2),
+            "autograde.notebooks": len(list(submissions.glob("*/*/*.ipynb"))),
+            "autograde.cpus": available_cpus(),
+            "autograde.score_differences": differ}
