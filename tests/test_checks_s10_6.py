@@ -1,0 +1,686 @@
+"""Do the hidden checks of 10.6 (masks, decoder block, Transformer, greedy decoding) accept
+right and reject wrong code?"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from grader.checks import s10_6
+from grader.checks.core import close, grading_device, tolerance
+from tests.check_helpers import assert_fails, assert_passes
+from tests.notebook_code import load_solution_namespace
+
+SOLUTION = load_solution_namespace("10.6-encoder-decoder")
+# Given to the learner (read-only) or written in earlier exercises of the notebook.
+MultiHeadAttention = SOLUTION["MultiHeadAttention"]
+FeedForward = SOLUTION["FeedForward"]
+TransformerBlock = SOLUTION["TransformerBlock"]
+PositionalEncoding = SOLUTION["PositionalEncoding"]
+causal_mask = SOLUTION["causal_mask"]
+padding_mask = SOLUTION["padding_mask"]
+DecoderBlock = SOLUTION["DecoderBlock"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Hundreds of tiny tensor ops: one thread avoids waking (and waiting for) the others."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_solution_passes():
+    """Does the reference solution pass all five checks?"""
+    for name in ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode"):
+        getattr(s10_6, f"check_{name}")(SOLUTION[name])
+
+
+def test_every_exercise_is_registered():
+    """Can the clean-process verifier find every 10.6 exercise by name?"""
+    from grader.checks import EXERCISES, SECTIONS
+
+    assert SECTIONS["10.6"] is s10_6
+    for name in ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode"):
+        assert EXERCISES[name].name == name
+
+
+def test_records_verify_in_a_clean_process(tmp_path, monkeypatch):
+    """Do the solution's saved records pass the clean-process verification?"""
+    from grader.integrity import verify_records
+
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path))
+    test_solution_passes()
+    verdicts = verify_records(tmp_path)
+    assert set(verdicts) == {"causal_mask", "padding_mask", "DecoderBlock", "Transformer",
+                             "greedy_decode"}
+    assert all(v.passed for v in verdicts.values()), {k: v.reason for k, v in verdicts.items()}
+
+
+def test_hidden_checks_are_fast():
+    """Do the five hidden checks of the notebook take less than 5 s of CPU time together?"""
+    test_solution_passes()  # warm up: first-time imports are not the checks' cost
+    start = time.process_time()
+    test_solution_passes()
+    cpu = time.process_time() - start
+    print(f"10.6 hidden checks: {cpu:.2f} s of CPU")
+    assert cpu < 5
+
+
+# ---------------------------------------------------------------- the checks' own machinery
+
+
+@pytest.mark.parametrize("case", s10_6.DECODER_CASES, ids=str)
+def test_functional_decoder_block_matches_torch(case):
+    """Does the functional block the diagnoses come from agree with nn.TransformerDecoderLayer?"""
+    device = grading_device()
+    got = s10_6._functional_decoder_outputs(case, device)
+    want = s10_6.DecoderBlockModule().reference(case, device)
+    assert set(got) == set(want)
+    for key in want:
+        assert close(got[key], want[key], *tolerance(case.dtype, device)), key
+
+
+@pytest.mark.parametrize("case", s10_6.TRANSFORMER_CASES, ids=str)
+def test_functional_transformer_matches_torch(case):
+    """Does the functional model the diagnoses come from agree with nn.TransformerEncoder/Decoder?"""
+    device = grading_device()
+    got = s10_6._functional_transformer_outputs(case, device)
+    want = s10_6.TransformerModel().reference(case, device)
+    assert list(got)[:2] == ["memory", "logits"]
+    for key in want:
+        assert close(got[key], want[key], *tolerance(case.dtype, device)), key
+
+
+@pytest.mark.parametrize("exercise", s10_6.EXERCISES, ids=lambda e: e.name)
+def test_every_mistake_shows_in_some_case(exercise):
+    """Is every named mistake different from the right answer in at least one case (else it
+    could never be diagnosed)?"""
+    device = grading_device()
+    for name, mistake in exercise.mistakes.items():
+        differs = False
+        for case in exercise.cases():
+            want = exercise.reference(case, device)
+            got = mistake.run(case, device)
+            key = next(iter(want))
+            differs |= not close(got[key], want[key], 1e-6, 1e-7)
+        assert differs, f"{exercise.name}: mistake {name} never differs from the reference"
+
+
+# ---------------------------------------------------------------- causal_mask
+
+
+def causal_arange(n, device=None):
+    """A right answer: compare positions."""
+    i = torch.arange(n, device=device)
+    return i[:, None] >= i[None, :]
+
+
+def causal_not_triu(n, device=None):
+    """A right answer: the complement of the strict upper triangle."""
+    return ~torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def causal_float_compare(n, device=None):
+    """A right answer: a float lower triangle, compared with 1."""
+    return torch.tril(torch.ones(n, n, device=device)) == 1
+
+
+@pytest.mark.parametrize("impl", [causal_arange, causal_not_triu, causal_float_compare])
+def test_causal_variants_pass(impl):
+    """Are comparisons of positions, ~triu(1) and a compared float triangle accepted?"""
+    assert_passes(s10_6.check_causal_mask, impl)
+
+
+CAUSAL_BUGS = {
+    "no diagonal": (lambda n, device=None: torch.ones(n, n, device=device).tril(-1).bool(),
+                    r"without its diagonal"),
+    "inverted": (lambda n, device=None: torch.ones(n, n, device=device).triu(1).bool(), r"inverted"),
+    "upper": (lambda n, device=None: torch.ones(n, n, device=device).triu().bool(), r"upper-triangular"),
+    "float mask": (lambda n, device=None: torch.ones(n, n, device=device).tril(), r"bool tensor"),
+    "ignores device": (lambda n, device=None: torch.ones(n, n, dtype=torch.bool).tril(), r"device"),
+    "batch axis": (lambda n, device=None: torch.ones(1, n, n, dtype=torch.bool, device=device).tril(),
+                   r"shape \(5, 5\)|shape \(1, 1\)"),
+}
+
+
+@pytest.mark.parametrize("bug", CAUSAL_BUGS)
+def test_causal_bugs_fail(bug):
+    """Is each wrong causal mask rejected, with the diagnosis named?"""
+    impl, match = CAUSAL_BUGS[bug]
+    assert_fails(s10_6.check_causal_mask, impl, match)
+
+
+# ---------------------------------------------------------------- padding_mask
+
+
+def padding_unsqueeze(tokens, pad_id):
+    """A right answer: ne, then two unsqueezes."""
+    return tokens.ne(pad_id).unsqueeze(1).unsqueeze(2)
+
+
+def padding_view(tokens, pad_id):
+    """A right answer: a view with the shape written out."""
+    B, n = tokens.shape
+    return (tokens != pad_id).view(B, 1, 1, n)
+
+
+@pytest.mark.parametrize("impl", [padding_unsqueeze, padding_view])
+def test_padding_variants_pass(impl):
+    """Are unsqueeze and view versions accepted?"""
+    assert_passes(s10_6.check_padding_mask, impl)
+
+
+def padding_from_lengths(tokens, pad_id):
+    """Wrong for left padding: assumes the padding is at the end."""
+    lengths = (tokens != pad_id).sum(dim=1)
+    keep = torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths[:, None]
+    return keep[:, None, None, :]
+
+
+PADDING_BUGS = {
+    "inverted": (lambda t, p: (t == p)[:, None, None, :], r"inverted"),
+    "pad 0": (lambda t, p: (t != 0)[:, None, None, :], r"ignores pad_id"),
+    "(B, n)": (lambda t, p: t != p, r"\(B, 1, 1, n\).*got|returned \(2, 5\)"),
+    "(B, 1, n)": (lambda t, p: (t != p)[:, None, :], r"returned \(2, 1, 5\)"),
+    "queries": (lambda t, p: (t != p)[:, None, :, None], r"hides \*keys\*"),
+    "float": (lambda t, p: (t != p).float()[:, None, None, :], r"bool tensor"),
+    "lengths": (padding_from_lengths, r"padding at the start"),
+}
+
+
+@pytest.mark.parametrize("bug", PADDING_BUGS)
+def test_padding_bugs_fail(bug):
+    """Is each wrong padding mask rejected, with the diagnosis named?"""
+    impl, match = PADDING_BUGS[bug]
+    assert_fails(s10_6.check_padding_mask, impl, match)
+
+
+# ---------------------------------------------------------------- DecoderBlock
+
+
+class DecoderBase(nn.Module):
+    """A right answer written as a loop over (sublayer, norm) pairs; bugs override one piece."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def attend_self(self, x, memory, tgt_mask, memory_mask):
+        return self.self_attn(x, x, x, mask=tgt_mask)[0]
+
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        return self.cross_attn(x, memory, memory, mask=memory_mask)[0]
+
+    def feed_forward(self, x, memory, tgt_mask, memory_mask):
+        return self.ffn(x)
+
+    def steps(self):
+        return [(self.attend_self, self.norm1), (self.attend_cross, self.norm2),
+                (self.feed_forward, self.norm3)]
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        for sublayer, norm in self.steps():
+            if self.norm_first:
+                x = x + self.drop(sublayer(norm(x), memory, tgt_mask, memory_mask))
+            else:
+                x = norm(x + self.drop(sublayer(x, memory, tgt_mask, memory_mask)))
+        return x
+
+
+class DecoderFunctionalDropout(nn.Module):
+    """A right answer with F.dropout (training flag respected) and the three sublayers spelled out."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.p, self.pre = dropout, norm_first
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        def drop(t):
+            return F.dropout(t, self.p, self.training)
+
+        if self.pre:
+            h = self.norm1(x)
+            x = x + drop(self.self_attn(h, h, h, tgt_mask)[0])
+            x = x + drop(self.cross_attn(self.norm2(x), memory, memory, memory_mask)[0])
+            return x + drop(self.ffn(self.norm3(x)))
+        x = self.norm1(x + drop(self.self_attn(x, x, x, tgt_mask)[0]))
+        x = self.norm2(x + drop(self.cross_attn(x, memory, memory, memory_mask)[0]))
+        return self.norm3(x + drop(self.ffn(x)))
+
+
+@pytest.mark.parametrize("impl", [DecoderBlock, DecoderBase, DecoderFunctionalDropout])
+def test_decoder_variants_pass(impl):
+    """Are a loop over sublayers and a version with F.dropout accepted?"""
+    assert_passes(s10_6.check_DecoderBlock, impl)
+
+
+class DecoderCrossFromX(DecoderBase):
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        return self.cross_attn(x, x, x)[0]
+
+
+class DecoderQueriesFromMemory(DecoderBase):
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        return self.cross_attn(memory, x, x)[0]
+
+
+class DecoderNoNorm3(DecoderBase):
+    """norm3 created but the feed-forward sublayer has no norm."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        for sublayer, norm in self.steps()[:2]:
+            x = x + sublayer(norm(x), memory, tgt_mask, memory_mask) if self.norm_first \
+                else norm(x + sublayer(x, memory, tgt_mask, memory_mask))
+        return x + self.ffn(x)
+
+
+class DecoderWithoutNorm3(DecoderNoNorm3):
+    """norm3 never created."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        del self.norm3
+
+    def steps(self):
+        return [(self.attend_self, self.norm1), (self.attend_cross, self.norm2)]
+
+
+class DecoderNorm2Twice(DecoderBase):
+    def steps(self):
+        return [(self.attend_self, self.norm1), (self.attend_cross, self.norm2),
+                (self.feed_forward, self.norm2)]
+
+
+class DecoderNoTgtMask(DecoderBase):
+    def attend_self(self, x, memory, tgt_mask, memory_mask):
+        return self.self_attn(x, x, x)[0]
+
+
+class DecoderNoMemoryMask(DecoderBase):
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        return self.cross_attn(x, memory, memory)[0]
+
+
+class DecoderNormsMemory(DecoderBase):
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        m = self.norm2(memory) if self.norm_first else memory
+        return self.cross_attn(x, m, m, memory_mask)[0]
+
+
+class DecoderNoCrossResidual(DecoderBase):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        if self.norm_first:
+            x = x + self.attend_self(self.norm1(x), memory, tgt_mask, memory_mask)
+            x = self.attend_cross(self.norm2(x), memory, tgt_mask, memory_mask)
+            return x + self.ffn(self.norm3(x))
+        x = self.norm1(x + self.attend_self(x, memory, tgt_mask, memory_mask))
+        x = self.norm2(self.attend_cross(x, memory, tgt_mask, memory_mask))
+        return self.norm3(x + self.ffn(x))
+
+
+class DecoderAlwaysPost(DecoderBase):
+    def __init__(self, *args, norm_first=False, **kwargs):
+        super().__init__(*args, **kwargs)
+
+
+class DecoderAlwaysPre(DecoderBase):
+    def __init__(self, *args, norm_first=False, **kwargs):
+        super().__init__(*args, norm_first=True, **kwargs)
+
+
+class DecoderMasksSwapped(DecoderBase):
+    def attend_self(self, x, memory, tgt_mask, memory_mask):
+        return self.self_attn(x, x, x, mask=memory_mask)[0]
+
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        return self.cross_attn(x, memory, memory, mask=tgt_mask)[0]
+
+
+class DecoderTorchAttention(DecoderBase):
+    """Cross-attention through nn.MultiheadAttention's functional core: forbidden."""
+
+    def attend_cross(self, x, memory, tgt_mask, memory_mask):
+        a = self.cross_attn
+        h = a.num_heads
+        blocked = None if memory_mask is None else ~memory_mask.expand(
+            x.shape[0], h, x.shape[1], memory.shape[1]).reshape(-1, x.shape[1], memory.shape[1])
+        out, _ = F.multi_head_attention_forward(
+            x.transpose(0, 1), memory.transpose(0, 1), memory.transpose(0, 1), x.shape[-1], h,
+            None, torch.cat([a.w_q.bias, a.w_k.bias, a.w_v.bias]), None, None, False, 0.0,
+            a.w_o.weight, a.w_o.bias, training=False, attn_mask=blocked,
+            use_separate_proj_weight=True, q_proj_weight=a.w_q.weight,
+            k_proj_weight=a.w_k.weight, v_proj_weight=a.w_v.weight)
+        return out.transpose(0, 1)
+
+
+class DecoderAlwaysDropout(DecoderBase):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        self.drop.train()  # dropout even in eval()
+        return super().forward(x, memory, tgt_mask, memory_mask)
+
+
+DECODER_BUGS = {
+    "cross from x": (DecoderCrossFromX, r"keys and values come from x"),
+    "queries from memory": (DecoderQueriesFromMemory,
+                            r"must match the size.*queries of both attentions come from x"),
+    "norm3 unused": (DecoderNoNorm3, r"missing third LayerNorm"),
+    "no norm3": (DecoderWithoutNorm3, r"wrong parameters \(missing norm3\.weight"),
+    "norm2 twice": (DecoderNorm2Twice, r"norm2 used for the feed-forward"),
+    "no tgt_mask": (DecoderNoTgtMask, r"self-attention without tgt_mask"),
+    "no memory_mask": (DecoderNoMemoryMask, r"cross-attention without memory_mask"),
+    "memory normed": (DecoderNormsMemory, r"normalises memory"),
+    "no cross residual": (DecoderNoCrossResidual, r"without its residual"),
+    "always post-norm": (DecoderAlwaysPost, r"post-norm although norm_first=True"),
+    "always pre-norm": (DecoderAlwaysPre, r"pre-norm although norm_first=False"),
+    "masks swapped": (DecoderMasksSwapped, r"raised RuntimeError|differs"),
+    "nn.MultiheadAttention core": (DecoderTorchAttention, r"No credit.*multi_head_attention_forward"),
+    "dropout in eval": (DecoderAlwaysDropout, r"dropout=0\.1 in eval"),
+}
+
+
+@pytest.mark.parametrize("bug", DECODER_BUGS)
+def test_decoder_bugs_fail(bug):
+    """Is each wrong decoder block rejected, with the diagnosis named?"""
+    impl, match = DECODER_BUGS[bug]
+    assert_fails(s10_6.check_DecoderBlock, impl, match)
+
+
+# ---------------------------------------------------------------- Transformer
+
+
+class TransformerBase(nn.Module):
+    """A right answer written independently of the solution; bugs override one piece."""
+
+    scale = 1.0
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
+                 num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, activation="relu",
+                 norm_first=False, max_len=64, pad_id=0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, d_model, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model, padding_idx=pad_id)
+        self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
+        options = dict(dropout=dropout, activation=activation, norm_first=norm_first)
+        self.encoder_layers = nn.ModuleList(
+            [TransformerBlock(d_model, num_heads, d_ff, **options) for _ in range(num_encoder_layers)])
+        self.decoder_layers = nn.ModuleList(
+            [DecoderBlock(d_model, num_heads, d_ff, **options) for _ in range(num_decoder_layers)])
+        self.encoder_norm = self.final_norm(d_model, norm_first)
+        self.decoder_norm = self.final_norm(d_model, norm_first)
+        self.out = nn.Linear(d_model, tgt_vocab_size)
+
+    def final_norm(self, d_model, norm_first):
+        return nn.LayerNorm(d_model) if norm_first else nn.Identity()
+
+    def embed(self, table, ids, positions=True):
+        x = table(ids) * self.scale
+        return self.pos_encoding(x) if positions else x
+
+    def target_mask(self, tgt):
+        return causal_mask(tgt.shape[1], device=tgt.device)
+
+    def memory_mask(self, src_mask):
+        return src_mask
+
+    def encode(self, src, src_mask):
+        x = self.embed(self.src_embed, src)
+        for layer in self.encoder_layers:
+            x = layer(x, mask=src_mask)
+        return self.encoder_norm(x)
+
+    def decode(self, tgt, memory, src_mask):
+        y = self.embed(self.tgt_embed, tgt)
+        for layer in self.decoder_layers:
+            y = layer(y, memory, tgt_mask=self.target_mask(tgt), memory_mask=self.memory_mask(src_mask))
+        return self.out(self.decoder_norm(y))
+
+    def forward(self, src, tgt):
+        mask = padding_mask(src, self.pad_id)
+        return self.decode(tgt, self.encode(src, mask), mask)
+
+
+class TransformerTargetPadding(TransformerBase):
+    """A right answer that also hides target padding in the decoder's self-attention."""
+
+    def target_mask(self, tgt):
+        return padding_mask(tgt, self.pad_id)[:, :, 0, None, :] & causal_mask(tgt.shape[1], tgt.device)
+
+
+@pytest.mark.parametrize("impl", [SOLUTION["Transformer"], TransformerBase, TransformerTargetPadding])
+def test_transformer_variants_pass(impl):
+    """Are an independent version (padding_idx embeddings) and one that also masks target
+    padding accepted?"""
+    assert_passes(s10_6.check_Transformer, impl)
+
+
+class TransformerNoCausal(TransformerBase):
+    def target_mask(self, tgt):
+        return None
+
+
+class TransformerCausalInverted(TransformerBase):
+    def target_mask(self, tgt):
+        return ~causal_mask(tgt.shape[1], tgt.device) | torch.eye(tgt.shape[1], dtype=torch.bool)
+
+
+class TransformerNoPadding(TransformerBase):
+    def encode(self, src, src_mask):
+        return super().encode(src, None)
+
+    def memory_mask(self, src_mask):
+        return None
+
+
+class TransformerNoCrossPadding(TransformerBase):
+    def memory_mask(self, src_mask):
+        return None
+
+
+class TransformerPadZero(TransformerBase):
+    def forward(self, src, tgt):
+        mask = padding_mask(src, 0)
+        return self.decode(tgt, self.encode(src, mask), mask)
+
+
+class TransformerForwardNoMask(TransformerBase):
+    def forward(self, src, tgt):
+        return self.decode(tgt, self.encode(src, None), None)
+
+
+class TransformerNoFinalNorm(TransformerBase):
+    def encode(self, src, src_mask):
+        x = self.embed(self.src_embed, src)
+        for layer in self.encoder_layers:
+            x = layer(x, mask=src_mask)
+        return x
+
+    def decode(self, tgt, memory, src_mask):
+        y = self.embed(self.tgt_embed, tgt)
+        for layer in self.decoder_layers:
+            y = layer(y, memory, tgt_mask=self.target_mask(tgt), memory_mask=src_mask)
+        return self.out(y)
+
+
+class TransformerFinalNormAlways(TransformerBase):
+    def final_norm(self, d_model, norm_first):
+        return nn.LayerNorm(d_model)
+
+
+class TransformerScaled(TransformerBase):
+    scale = math.sqrt(12)  # sqrt(d_model) for the checks' d_model=12
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, *args, **kwargs):
+        super().__init__(src_vocab_size, tgt_vocab_size, d_model, *args, **kwargs)
+        self.scale = math.sqrt(d_model)
+
+
+class TransformerNoTargetPositions(TransformerBase):
+    def decode(self, tgt, memory, src_mask):
+        y = self.embed(self.tgt_embed, tgt, positions=False)
+        for layer in self.decoder_layers:
+            y = layer(y, memory, tgt_mask=self.target_mask(tgt), memory_mask=src_mask)
+        return self.out(self.decoder_norm(y))
+
+
+class TransformerSharedEmbedding(TransformerBase):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.tgt_embed = self.src_embed
+
+
+TRANSFORMER_BUGS = {
+    "no causal mask": (TransformerNoCausal, r"decoder without the causal mask"),
+    "causal mask inverted": (TransformerCausalInverted, r"shows each position the future"),
+    "no padding": (TransformerNoPadding, r"ignores the source padding"),
+    "no memory mask": (TransformerNoCrossPadding, r"without the source padding mask \(memory_mask\)"),
+    "pad 0 in forward": (TransformerPadZero, r"forward should build padding_mask\(src, self\.pad_id\)"),
+    "forward without mask": (TransformerForwardNoMask, r"model\(src, tgt\) differs"),
+    "no final norm (pre-norm)": (TransformerNoFinalNorm, r"without their final LayerNorms"),
+    "final norm in post-norm": (TransformerFinalNormAlways, r"unexpected decoder_norm\.bias.*nn\.Identity"),
+    "scaled embeddings": (TransformerScaled, r"sqrt\(d_model\)"),
+    "no target positions": (TransformerNoTargetPositions, r"target embeddings without the positional"),
+    "shared embedding": (TransformerSharedEmbedding, r"wrong parameters \(missing tgt_embed\.weight"),
+}
+
+
+@pytest.mark.parametrize("bug", TRANSFORMER_BUGS)
+def test_transformer_bugs_fail(bug):
+    """Is each wrong Transformer rejected, with the diagnosis named?"""
+    impl, match = TRANSFORMER_BUGS[bug]
+    assert_fails(s10_6.check_Transformer, impl, match)
+
+
+def test_property_checks_catch_what_they_claim():
+    """Do the causality and padding properties themselves reject a leaking model?"""
+    exercise, case, device = s10_6.TransformerModel(), s10_6.TRANSFORMER_CASES[1], grading_device()
+    src, tgt, _ = s10_6.transformer_inputs(case, device)
+    for impl, check, match in ((TransformerNoCausal, exercise._check_causal, r"sees the future"),
+                               (TransformerNoPadding, exercise._check_padding, r"padding leaks")):
+        torch.manual_seed(0)
+        model = s10_6._build_transformer(impl, case, "Transformer", device)
+        with pytest.raises(AssertionError, match=match):
+            check(model, src, tgt, case)
+
+
+# ---------------------------------------------------------------- greedy_decode
+
+BOS_, EOS_ = 1, 2
+
+
+@torch.no_grad()
+def greedy_one_by_one(model, src, bos_id, eos_id, max_len):
+    """A right answer: one sentence at a time with model(src, ys); rows padded with eos_id."""
+    rows = []
+    for b in range(src.shape[0]):
+        ys = torch.tensor([[bos_id]], device=src.device)
+        for _ in range(max_len - 1):
+            word = model(src[b:b + 1], ys)[0, -1].argmax()
+            ys = torch.cat([ys, word.view(1, 1)], dim=1)
+            if word.item() == eos_id:
+                break
+        rows.append(ys[0])
+    n = max(len(r) for r in rows)
+    return torch.stack([F.pad(r, (0, n - len(r)), value=eos_id) for r in rows])
+
+
+@torch.no_grad()
+def greedy_pad_after_eos(model, src, bos_id, eos_id, max_len):
+    """A right answer: a for loop with break; finished rows continue with pad_id."""
+    mask = padding_mask(src, model.pad_id)
+    memory = model.encode(src, mask)
+    ys = src.new_full((src.shape[0], 1), bos_id)
+    done = torch.zeros_like(ys[:, 0], dtype=torch.bool)
+    for _ in range(max_len - 1):
+        word = model.decode(ys, memory, mask)[:, -1, :].argmax(-1)
+        word[done] = model.pad_id
+        ys = torch.cat([ys, word.unsqueeze(1)], 1)
+        done = done | (word == eos_id)
+        if bool(done.all()):
+            break
+    return ys
+
+
+@pytest.mark.parametrize("impl", [SOLUTION["greedy_decode"], greedy_one_by_one, greedy_pad_after_eos])
+def test_greedy_variants_pass(impl):
+    """Are sentence-by-sentence decoding with model(src, ys) and a for loop padding finished
+    sentences accepted?"""
+    assert_passes(s10_6.check_greedy_decode, impl)
+
+
+def make_greedy(*, stop="all", length="total", feed="output", position=-1, bos="arg",
+                dtype=torch.long):
+    """greedy_decode with one learner-like mistake switched on."""
+
+    @torch.no_grad()
+    def greedy(model, src, bos_id, eos_id, max_len):
+        mask = padding_mask(src, model.pad_id)
+        memory = model.encode(src, mask)
+        start = bos_id if bos == "arg" else BOS_
+        ys = torch.full((src.shape[0], 1), start, device=src.device).to(dtype)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        steps = max_len - 1 if length == "total" else max_len
+        for _ in range(steps):
+            inputs = ys if feed == "output" else ys[:, :1]
+            word = model.decode(inputs.long(), memory, mask)[:, position].argmax(-1)
+            ys = torch.cat([ys, word[:, None].to(dtype)], dim=1)
+            done |= word == eos_id
+            if stop == "all" and done.all() or stop == "first" and done.any():
+                break
+        return ys[:, 1:] if bos == "drop" else ys
+
+    return greedy
+
+
+GREEDY_BUGS = {
+    "never stops": (make_greedy(stop="never"), r"did not stop"),
+    "stops at the first eos": (make_greedy(stop="first"), r"stopped after 4 tokens.*until all sentences"),
+    "max_len new tokens": (make_greedy(length="new"), r"max_len counts every token"),
+    "no bos in the output": (make_greedy(bos="drop"), r"start with bos_id"),
+    "bos hard-coded": (make_greedy(bos="fixed"), r"start with bos_id=7"),
+    "never feeds back": (make_greedy(feed="bos"), r"same token"),
+    "first position": (make_greedy(position=0), r"same token"),
+    "float ids": (make_greedy(dtype=torch.float32), r"LongTensor"),
+}
+
+
+@pytest.mark.parametrize("bug", GREEDY_BUGS)
+def test_greedy_bugs_fail(bug):
+    """Is each wrong decoding loop rejected, with the diagnosis named?"""
+    impl, match = GREEDY_BUGS[bug]
+    assert_fails(s10_6.check_greedy_decode, impl, match)
+
+
+def test_greedy_wrong_prefix_is_explained():
+    """Does a loop that feeds the wrong tokens back get told what the decoder input must be?"""
+    @torch.no_grad()
+    def feeds_bos_twice(model, src, bos_id, eos_id, max_len):
+        memory = model.encode(src, None)
+        ys = torch.full((src.shape[0], 1), bos_id, device=src.device)
+        while ys.shape[1] < max_len:
+            inputs = torch.cat([ys[:, :1], ys], dim=1)  # <bos> <bos> w1 ...: not the output so far
+            word = model.decode(inputs, memory, None)[:, -1].argmax(-1)
+            ys = torch.cat([ys, word[:, None]], dim=1)
+            if (word == eos_id).all():
+                break
+        return ys
+
+    assert_fails(s10_6.check_greedy_decode, feeds_bos_twice, r"does not follow from the tokens")
