@@ -1,0 +1,96 @@
+"""``python -m bench``: measure everything and write ``bench/report.json`` and ``bench/report.md``.
+
+Options pick parts (``--only modules scaling``) and sizes; the defaults are the committed
+report's. Run it on an otherwise idle machine: the figures are medians, but other
+processes still slow both sides of each comparison (the report records the load average).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from bench import BENCH_DIR
+from bench import report as report_
+
+PARTS = ("modules", "scaling", "notebooks", "autograde")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="parts to measure")
+    p.add_argument("--out", type=Path, default=BENCH_DIR, help="folder for report.json/.md and scaling.png")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads for the module and scaling figures, both sides (default 1: "
+                        "the ratios compare the implementations, not thread scheduling)")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each short notebook (median)")
+    p.add_argument("--long-repeats", type=int, default=1, help="runs of 10.6 with full training")
+    p.add_argument("--module-rounds", type=int, default=15, help="timed rounds per module comparison")
+    p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths for scaling")
+    p.add_argument("--jobs", type=int, default=2, help="jobs of our autograde run")
+    p.add_argument("--copies", type=int, default=1,
+                   help="copies of the 4 sample submissions per assignment (2 assignments)")
+    return p
+
+
+def log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> dict:
+    started = time.monotonic()
+    torch.set_num_threads(args.threads)
+    report: dict = {"machine": report_.machine_facts(args.threads)}
+    cuda = torch.cuda.is_available()
+    if "modules" in args.only:
+        from bench.modules import bench_modules
+
+        log("modules (cpu)")
+        report["modules"] = bench_modules("cpu", repeats=args.module_rounds, log=log)
+        if cuda:
+            log("modules (cuda)")
+            report["cuda_modules"] = bench_modules("cuda", repeats=args.module_rounds, log=log)
+    if "scaling" in args.only:
+        from bench.scaling import LENGTHS, bench_scaling, plot
+
+        lengths = tuple(args.lengths or LENGTHS)
+        log("scaling (cpu)")
+        report["scaling"] = bench_scaling(lengths, device="cpu", log=log)
+        plot(report["scaling"], args.out / "scaling.png")
+        if cuda:
+            log("scaling (cuda)")
+            report["cuda_scaling"] = bench_scaling(lengths, device="cuda", log=log)
+            plot(report["cuda_scaling"], args.out / "scaling_cuda.png")
+    if "notebooks" in args.only:
+        from bench.notebooks import bench_notebooks
+
+        log("notebooks (as a learner runs them: full training)")
+        report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
+                                              log=log)
+    if "autograde" in args.only:
+        from bench.autograde import bench_autograde
+
+        log("autograde")
+        report["autograde"] = bench_autograde(copies=args.copies, jobs=args.jobs, log=log)
+    report["machine"]["load_average_end"] = report_.load_average()
+    report["machine"]["bench_seconds"] = round(time.monotonic() - started, 1)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    report = run(args)
+    json_path, md_path = report_.write(report, args.out)
+    print(report_.markdown(report))
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""Grading a class: stock serial ``nbgrader autograde`` against ours, on the same submissions.
+
+The side-by-side measurement is the grader's own
+``grader.autograde.benchmark_against_nbgrader`` (stock serial ``nbgrader autograde`` per
+assignment in a scratch course, ``generate_assignment`` before the clock starts; then
+``autograde(..., Options(jobs=...))``, the function behind ``python -m grader autograde``).
+The class is ``grader.samples.benchmark_set``: for each assignment, a correct notebook
+and three broken ones (a wrong answer, a syntax error, an exception).
+
+On top of that, this module measures the overhead of grading over plain execution: the
+same submitted notebooks run with nbclient, just as they are (``COURSE_QUICK=1``, the
+short version grading runs too), with as many at once as the grader's jobs and the same
+threads per kernel. ``overhead_ratio`` is the grader's per-notebook time (restoring the
+hidden tests, running them, verifying the records, writing feedback) summed over the class,
+over the plain runs' time summed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from bench import ROOT
+from bench.notebooks import run_once
+
+TARGET_SPEEDUP = 1.6
+KEYS = ("serial_nbgrader_s", "parallel_s", "jobs", "speedup", "overhead_ratio")
+
+
+def unavailable(reason: str, jobs: int) -> dict:
+    """Null figures, and why."""
+    return {**{key: None for key in KEYS}, "jobs": jobs, "reason": reason,
+            "target_speedup": TARGET_SPEEDUP}
+
+
+def gradable_assignments(root: Path = ROOT) -> list[str]:
+    """Assignments with an instructor and a learner notebook (samples need both)."""
+    return sorted(p.name for p in (root / "solutions").iterdir()
+                  if p.is_dir() and any(p.glob("*.ipynb"))
+                  and any((root / "notebooks" / p.name).glob("*.ipynb")))
+
+
+def plain_seconds(notebooks: list[Path], jobs: int, threads: int) -> list[float]:
+    """Each notebook run plainly by nbclient, ``jobs`` at a time, ``threads`` per kernel."""
+    env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+
+    def one(path: Path) -> float:
+        return run_once(path, quick=True, extra_env=env)["seconds"]
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(one, notebooks))
+
+
+def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs: int = 2,
+                    timeout: int = 60, log=print) -> dict:
+    """The ``autograde.*`` figures: serial stock nbgrader, ours with ``jobs``, overhead."""
+    try:
+        from grader.autograde import available_cpus, benchmark_against_nbgrader
+        from grader.report import load_results
+        from grader.samples import benchmark_set
+    except ImportError as error:
+        return unavailable(f"python -m grader autograde is not available: {error}", jobs)
+    names = assignments or gradable_assignments()[-2:]
+    if not names:
+        return unavailable("no assignment has both solutions/ and notebooks/ yet", jobs)
+    with tempfile.TemporaryDirectory(prefix="bench-autograde-") as scratch:
+        submitted = benchmark_set(Path(scratch) / "submitted", names, copies=copies)
+        notebooks = sorted(submitted.glob("*/*/*.ipynb"))
+        log(f"  autograde: {len(notebooks)} submissions of {', '.join(names)}")
+        out = Path(scratch) / "out"
+        side_by_side = benchmark_against_nbgrader(submitted, jobs=jobs, timeout=timeout, out=out)
+        results = load_results(out)
+        threads = max(1, available_cpus() // jobs)
+        plain = plain_seconds(notebooks, jobs, threads)
+    figures = {key.split(".", 1)[1]: value for key, value in side_by_side.items()}
+    graded = [r.elapsed_s for r in results.values() if r.elapsed_s]
+    statuses = sorted(f"{s}/{a}: {r.status} {r.score:g}/{r.max_score:g}"
+                      + (f" ({r.reason[:160]})" if r.status == "error" else "")
+                      for (s, a), r in results.items())
+    overhead = sum(graded) / sum(plain) if graded and len(graded) == len(plain) else None
+    failed = [r for r in results.values() if r.status == "error" and r.retry]
+    if failed:  # the grader's own failures: its time is not the time of grading
+        figures["reason"] = (f"our grader failed on {len(failed)} of {len(results)} submissions "
+                             f"(e.g. {failed[0].reason[:200]}); speedup and overhead not reported")
+        figures["parallel_s_measured"] = figures.pop("parallel_s")
+        figures["parallel_s"] = figures["speedup"] = overhead = None
+    figures.update({
+        "assignments": names,
+        "submissions": statuses,
+        "threads_per_kernel": threads,
+        "grading_s_per_notebook": round(statistics.median(graded), 2) if graded else None,
+        "plain_s_per_notebook": round(statistics.median(plain), 2),
+        "overhead_ratio": round(overhead, 2) if overhead else None,
+        "target_speedup": TARGET_SPEEDUP,
+        "measured_with": "grader.autograde.benchmark_against_nbgrader (in-process autograde(), "
+                         "the function behind python -m grader autograde)",
+    })
+    log(f"  autograde: nbgrader serial {figures['serial_nbgrader_s']} s, ours --jobs {jobs} "
+        f"{figures['parallel_s']} s, speedup {figures['speedup']}, overhead {figures['overhead_ratio']}")
+    return figures

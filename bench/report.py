@@ -1,0 +1,181 @@
+"""The machine's facts, and the report: ``bench/report.json`` and the table ``bench/report.md``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's model name as the kernel reports it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> list[float]:
+    """1, 5 and 15 minute load averages (empty where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def machine_facts(threads: int) -> dict:
+    """What the figures were measured on."""
+    import psutil
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    cuda = torch.cuda.is_available()
+    facts = {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "cpu": cpu_model(),
+        "cores": cores,
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": threads,
+        "device": (f"cpu and cuda ({torch.cuda.get_device_name(0)})" if cuda
+                   else "cpu only (torch.cuda.is_available() is False: no GPU measured)"),
+        "cuda": cuda,
+        "load_average_start": load_average(),
+    }
+    try:
+        import nbgrader
+
+        facts["nbgrader"] = nbgrader.__version__
+    except ImportError:
+        pass
+    return facts
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _num(value, fmt: str = "{:.2f}", none: str = "n/a") -> str:
+    return none if value is None else fmt.format(value)
+
+
+def _ms(seconds) -> str:
+    return _num(None if seconds is None else seconds * 1e3, "{:.2f}")
+
+
+def _ok(flag) -> str:
+    return "n/a" if flag is None else ("yes" if flag else "**no**")
+
+
+def machine_line(m: dict) -> str:
+    load = m.get("load_average_start") or []
+    end = m.get("load_average_end") or []
+    return (f"{m['date']}, {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GB, {m['os']}, "
+            f"Python {m['python']}, torch {m['torch']} ({m['torch_threads']} thread(s) for the "
+            f"module and scaling figures), nbgrader {m.get('nbgrader', 'n/a')}; device: "
+            f"{m['device']}; load average (1/5/15 min) {'/'.join(map(str, load))} at the start, "
+            f"{'/'.join(map(str, end))} at the end; the whole run took "
+            f"{_num(m.get('bench_seconds'), '{:.0f}')} s.")
+
+
+def notebooks_table(notebooks: dict) -> list[str]:
+    lines = ["| notebook | seconds (median) | runs | target | peak RSS (MB) | target | errors "
+             "| meets targets |",
+             "|---|---:|---|---:|---:|---:|---:|---|"]
+    for section, e in notebooks.items():
+        runs = ", ".join(f"{s:.1f}" for s in e["seconds_runs"])
+        lines.append(f"| {section} | {e['seconds']:.1f} | {runs} | < {e['target_seconds']:.0f} s "
+                     f"| {e['peak_rss_mb']:.0f} | < {e['target_peak_rss_mb']:.0f} "
+                     f"| {len(e['errors'])} | {_ok(e['meets_targets'])} |")
+    return lines
+
+
+def autograde_table(a: dict) -> list[str]:
+    lines = [f"| stock nbgrader, serial (s) | ours, --jobs {a.get('jobs')} (s) | speedup | target "
+             "| grading per notebook (s) | plain run per notebook (s) | overhead ratio |",
+             "|---:|---:|---:|---:|---:|---:|---:|",
+             (f"| {_num(a.get('serial_nbgrader_s'), '{:.1f}')} | {_num(a.get('parallel_s'), '{:.1f}')} "
+              f"| {_num(a.get('speedup'))} | >= {a.get('target_speedup', 1.6)} "
+              f"| {_num(a.get('grading_s_per_notebook'))} | {_num(a.get('plain_s_per_notebook'))} "
+              f"| {_num(a.get('overhead_ratio'))} |")]
+    if a.get("reason"):
+        lines.append(f"\nNot measured: {a['reason']}")
+    elif a.get("submissions"):
+        lines.append(f"\n{a.get('notebooks', len(a['submissions']))} submissions of "
+                     f"{', '.join(a.get('assignments', []))} (correct, wrong answer, syntax error, "
+                     f"exception), {a.get('threads_per_kernel')} thread(s) per kernel in our run.")
+        if a.get("score_differences"):
+            lines.append(f"Scores that differ from stock nbgrader: {'; '.join(a['score_differences'])}.")
+    return lines
+
+
+def modules_table(modules: dict, device: str = "cpu") -> list[str]:
+    lines = [f"| module ({device}, forward + backward) | ours (ms) | torch (ms) | ratio | target |",
+             "|---|---:|---:|---:|---:|"]
+    for name, e in modules.items():
+        if name == "config":
+            continue
+        ratio = _num(e.get("ratio"))
+        lines.append(f"| {name} | {_ms(e.get('ours_s'))} | {_ms(e.get('torch_s'))} | {ratio} "
+                     f"| <= {e.get('target_ratio')} |" + (f" ({e['reason']})" if e.get("reason") else ""))
+    return lines
+
+
+def scaling_table(scaling: dict) -> list[str]:
+    course, torch_ = scaling["course"], scaling["torch_sdpa"]
+    lines = ["| n | course (ms) | F.sdpa (ms) | course peak (MB) | F.sdpa peak (MB) |",
+             "|---:|---:|---:|---:|---:|"]
+    for i, n in enumerate(course["lengths"]):
+        lines.append(f"| {n} | {_ms(course['seconds'][i])} | {_ms(torch_['seconds'][i])} "
+                     f"| {course['peak_mb'][i]:.1f} | {torch_['peak_mb'][i]:.1f} |")
+    lines.append(f"| **exponent** (n >= {scaling['setup']['fit_from_length']}) | "
+                 f"**{_num(course['exponent'])}** | **{_num(torch_['exponent'])}** | "
+                 f"**{_num(course['memory_exponent'])}** | **{_num(torch_['memory_exponent'])}** |")
+    return lines
+
+
+def markdown(report: dict) -> str:
+    """The readable report: the machine, then one table per part measured."""
+    out = ["# Benchmarks", "", "Measured by `make bench` (`python -m bench`) in one run: "
+           + machine_line(report["machine"]), ""]
+    if "notebooks" in report:
+        out += ["## Solution notebooks, start to finish (kernel start included, full training)", "",
+                *notebooks_table(report["notebooks"]), ""]
+    if "autograde" in report:
+        out += ["## Autograding the same class", "", *autograde_table(report["autograde"]), ""]
+    if "modules" in report:
+        cfg = report["modules"].get("config", {})
+        out += ["## The course's modules against PyTorch's", "",
+                f"Model size: {cfg.get('source', '')}; medians of alternating timed rounds.", "",
+                *modules_table(report["modules"]), ""]
+    if "scaling" in report:
+        s = report["scaling"]["setup"]
+        out += ["## Attention against sequence length", "",
+                (f"One head, d={s['d']}, batch {s['batch']}, {s['pass']}, {s['device']}; peak = "
+                 "memory allocated by the call beyond its inputs. Figure: `bench/scaling.png`."), "",
+                *scaling_table(report["scaling"]), ""]
+    for key in ("cuda_modules", "cuda_scaling"):
+        if key in report:
+            out += [f"## {key.replace('_', ' ')}", ""]
+            out += (modules_table(report[key], "cuda") if key == "cuda_modules"
+                    else scaling_table(report[key])) + [""]
+    return "\n".join(out)
+
+
+def write(report: dict, folder: Path) -> tuple[Path, Path]:
+    """``report.json`` and ``report.md`` in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    json_path, md_path = folder / "report.json", folder / "report.md"
+    json_path.write_text(json.dumps(report, indent=1) + "\n")
+    md_path.write_text(markdown(report))
+    return json_path, md_path

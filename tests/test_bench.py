@@ -1,0 +1,160 @@
+"""Does the benchmark measure what its report claims? (A smoke test at tiny sizes: it checks
+the report's keys and that its ratios come from the measured times, never how fast anything is.)"""
+
+import json
+import math
+import statistics
+import sys
+
+import nbformat
+import pytest
+import torch
+
+from bench import modules, notebooks, report, scaling
+from bench.__main__ import build_parser
+from bench.autograde import KEYS as AUTOGRADE_KEYS
+from bench.autograde import bench_autograde
+from bench.timing import interleaved_medians, median_seconds
+
+TINY = modules.ModelConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, batch=2, seq=3)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Are the benchmarks' threads restored after each test? (they set torch's)"""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_medians_are_of_the_samples():
+    """Is the reported time the median of the recorded samples, one per round?"""
+    calls = []
+    result = median_seconds(lambda: calls.append(1), repeats=5, warmup=2, inner=3)
+    assert len(calls) == 2 + 5 * 3
+    assert len(result["samples_s"]) == 5
+    assert result["median_s"] == sorted(result["samples_s"])[2]
+    both = interleaved_medians({"a": lambda: None, "b": lambda: None}, repeats=3, warmup=0)
+    assert set(both) == {"a", "b"} and all(len(v["samples_s"]) == 3 for v in both.values())
+
+
+def test_fit_exponent_recovers_a_known_power():
+    """Does the log-log fit find 2 for n**2 and ignore lengths below the cut-off?"""
+    lengths = [64, 128, 256, 512, 1024]
+    values = [n**2 if n >= 256 else 1.0 for n in lengths]
+    assert scaling.fit_exponent(lengths, values, fit_from=256) == pytest.approx(2.0)
+    assert scaling.fit_exponent([512], [1.0]) is None
+
+
+def test_scaling_report_has_series_exponents_and_figure(tmp_path):
+    """Does the scaling part give both implementations' series, exponents and a figure?"""
+    result = scaling.bench_scaling(lengths=(16, 32, 64), repeats=1, fit_from=16, log=lambda _: None)
+    for impl in ("course", "torch_sdpa"):
+        entry = result[impl]
+        assert entry["lengths"] == [16, 32, 64]
+        assert len(entry["seconds"]) == len(entry["peak_mb"]) == 3
+        assert all(t > 0 for t in entry["seconds"])
+        assert isinstance(entry["exponent"], float)
+    assert result["course"]["peak_mb"][-1] > 0  # the course's version keeps an n x n matrix
+    assert scaling.plot(result, tmp_path / "scaling.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("bench", [modules.bench_mha, modules.bench_block])
+def test_module_ratio_is_ours_over_torch(bench):
+    """Is each module's ratio the measured time of ours over PyTorch's, with both profiles?"""
+    assignment = modules.A_10_3 if bench is modules.bench_mha else modules.A_10_5
+    ns = modules.solution(assignment)
+    if ns is None:
+        pytest.skip(f"{assignment} has no solution notebook yet")
+    entry = bench(ns, TINY, torch.device("cpu"), repeats=2, round_s=1e-3)
+    assert entry["ours_s"] > 0 and entry["torch_s"] > 0
+    assert entry["ratio"] == entry["ours_s"] / entry["torch_s"]
+    assert entry["ours_s"] == statistics.median(entry["ours_samples_s"])
+    assert entry["torch_s"] == statistics.median(entry["torch_samples_s"])
+    for side in ("ours", "torch"):
+        assert entry["profile"][side]["aten_ops_per_call"] > 0
+
+
+def test_transformer_step_against_nn_transformer():
+    """Does the training-step comparison build both models and compute its ratio?"""
+    ns = modules.solution(modules.A_10_6)
+    if ns is None:
+        pytest.skip("10.6 has no solution notebook yet")
+    entry = modules.bench_transformer_step(ns, TINY, torch.device("cpu"), repeats=1, round_s=1e-3,
+                                           profile=False)
+    assert entry["ratio"] == entry["ours_s"] / entry["torch_s"]
+    assert entry["parameters"]["ours"] == entry["parameters"]["torch"]  # the same model, twice
+
+
+def test_missing_solution_gives_null_figures_with_a_reason():
+    """Is a comparison that cannot run recorded as nulls with the reason, not dropped?"""
+    entry = modules.unavailable("solutions/10.6 does not exist yet")
+    assert entry["ours_s"] is entry["torch_s"] is entry["ratio"] is None
+    assert "10.6" in entry["reason"]
+    assert modules.model_config(None) == modules.ModelConfig()
+    cfg = modules.model_config({"CONFIG": {"d_model": 32, "heads": 2}})
+    assert (cfg.d_model, cfg.num_heads) == (32, 2)
+
+
+def test_notebook_run_reports_seconds_and_peak_memory(tmp_path):
+    """Does one notebook run report wall time, the kernel's peak memory and its errors?"""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = bytearray(50 * 2**20)"),
+                                         nbformat.v4.new_code_cell("1 / 0")])
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    result = notebooks.run_once(path, timeout=60)
+    assert result["seconds"] > 0
+    assert result["peak_rss_mb"] >= 50  # the kernel held 50 MB
+    assert result["peak_rss_mb"] == max(result["kernel_maxrss_mb"], result["tree_polled_mb"])
+    assert len(result["errors"]) == 1 and "ZeroDivisionError" in result["errors"][0]
+
+
+def test_notebooks_are_discovered_by_section():
+    """Are the solution notebooks found and keyed by section ("10.1", ...)?"""
+    found = notebooks.discover()
+    assert "10.1" in found and found["10.1"].suffix == ".ipynb"
+    assert notebooks.section_of("10.6-encoder-decoder") == "10.6"
+
+
+def test_autograde_without_the_grader_is_null_with_a_reason(monkeypatch):
+    """When our autograde cannot be imported, are its keys null with the reason?"""
+    monkeypatch.setitem(sys.modules, "grader.autograde", None)
+    entry = bench_autograde(log=lambda _: None)
+    assert set(AUTOGRADE_KEYS) <= set(entry)
+    assert entry["speedup"] is None and "not available" in entry["reason"]
+
+
+def test_report_files_have_the_keys_and_the_tables(tmp_path):
+    """Do report.json and report.md hold every part, in the keys the issue names?"""
+    machine = report.machine_facts(threads=1)
+    machine.update(load_average_end=report.load_average(), bench_seconds=1.0)
+    result = {
+        "machine": machine,
+        "notebooks": {"10.1": {"seconds": 1.0, "seconds_runs": [1.0], "peak_rss_mb": 300.0,
+                               "target_seconds": 20.0, "target_peak_rss_mb": 1536.0, "errors": [],
+                               "meets_targets": True}},
+        "autograde": {"serial_nbgrader_s": 10.0, "parallel_s": 5.0, "jobs": 2, "speedup": 2.0,
+                      "overhead_ratio": 1.2, "target_speedup": 1.6},
+        "modules": {"config": {"source": "tiny"},
+                    "multi_head_attention": {"ours_s": 2e-3, "torch_s": 1e-3, "ratio": 2.0,
+                                             "target_ratio": 1.5}},
+        "scaling": scaling.bench_scaling(lengths=(8, 16), repeats=1, fit_from=8, log=lambda _: None),
+    }
+    json_path, md_path = report.write(result, tmp_path)
+    data = json.loads(json_path.read_text())
+    assert data["notebooks"]["10.1"]["seconds"] == 1.0
+    assert data["autograde"]["speedup"] == 2.0
+    assert data["modules"]["multi_head_attention"]["ratio"] == 2.0
+    assert math.isfinite(data["scaling"]["course"]["exponent"])
+    assert {"cpu", "cores", "torch", "date", "device", "load_average_start"} <= set(data["machine"])
+    text = md_path.read_text()
+    for heading in ("| notebook |", "| stock nbgrader", "| multi_head_attention |", "| **exponent**"):
+        assert heading in text
+    assert machine["cpu"] in text
+
+
+def test_command_line_defaults_measure_every_part():
+    """Does a bare ``python -m bench`` measure all four parts?"""
+    args = build_parser().parse_args([])
+    assert args.only == ["modules", "scaling", "notebooks", "autograde"]
+    assert args.jobs == 2
