@@ -101,14 +101,23 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "grader.check
            "import grader")
 
 
+SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+
+
 def solution_lines(notebook: Path, min_length: int = 12) -> set[str]:
-    """Non-trivial code lines written between the solution markers of an instructor notebook."""
-    lines: set[str] = set()
+    """Non-trivial code lines that only the solutions of an instructor notebook hold.
+
+    Lines that also stand outside the solution blocks (in given code, say) are public.
+    """
+    solution, public = set(), set()
     for cell in nbformat.read(notebook, as_version=4).cells:
-        for block in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S):
-            lines.update(line.strip() for line in block.splitlines()
-                         if len(line.strip()) >= min_length and not line.strip().startswith("#"))
-    return lines
+        if cell.cell_type != "code":
+            continue
+        for block in SOLUTION_BLOCK.findall(cell.source):
+            solution.update(line.strip() for line in block.splitlines())
+        public.update(line.strip() for line in SOLUTION_BLOCK.sub("", cell.source).splitlines())
+    return {line for line in solution - public
+            if len(line) >= min_length and not line.startswith("#")}
 
 
 def _code_text(path: Path) -> str:

@@ -1,13 +1,13 @@
 """Are the learner notebooks exactly what nbgrader makes of the sources, with nothing leaked?"""
 
 import filecmp
-import re
 import subprocess
 
 import nbformat
 import pytest
 
 from grader import release
+from grader.bundle import solution_lines
 from tests.notebook_code import ROOT
 
 ASSIGNMENTS = release.assignments()
@@ -30,16 +30,6 @@ def test_regenerating_changes_nothing(tmp_path):
             f"{committed} is stale: run `python -m grader generate` and commit notebooks/")
 
 
-def solution_lines(path):
-    """Non-trivial lines between the solution markers of a source notebook."""
-    lines = []
-    for cell in nbformat.read(path, as_version=4).cells:
-        blocks = re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", cell.source, re.S)
-        lines += [line.strip() for block in blocks for line in block.splitlines()
-                  if len(line.strip()) > 12 and not line.strip().startswith("#")]
-    return lines
-
-
 @pytest.mark.parametrize("name", ASSIGNMENTS)
 def test_no_solution_or_hidden_test_leaks(name):
     """Does a learner notebook hold no solution line, hidden test or grader import?"""
@@ -49,6 +39,7 @@ def test_no_solution_or_hidden_test_leaks(name):
     for marker in ("BEGIN SOLUTION", "BEGIN HIDDEN TESTS", "grader.checks", "from grader"):
         assert marker not in text
     leaked = [line for line in solution_lines(source) if line in text]
+    assert solution_lines(source), "no solution lines found: the leak test would prove nothing"
     assert not leaked, f"solution lines in the learner notebook: {leaked[:3]}"
 
 
