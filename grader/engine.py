@@ -24,7 +24,8 @@ import re
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -100,12 +101,10 @@ class RestoreCells(OverwriteCells):
         source = {c.metadata.nbgrader["grade_id"]: c for c in self._source_cells()}
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if grade_id is None:
-                continue
             if grade_id in source:
                 cell.metadata["nbgrader"] = copy.deepcopy(source[grade_id].metadata.nbgrader)
-            else:
-                cell.metadata["nbgrader"] = {}
+            else:  # unknown, or a duplicate DeduplicateIds emptied: a plain cell
+                cell.metadata.pop("nbgrader", None)
         self.missing_cell_notification = RESTORED_NOTE
         self.add_missing_cells = True
         return super().preprocess(nb, resources)
@@ -395,6 +394,7 @@ class NbgraderRun:
     ok: bool
     log: str
     feedback_ok: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
 
     def autograded(self, student: str, assignment: str) -> Path:
         return self.root / "autograded" / student / assignment
@@ -406,6 +406,7 @@ class NbgraderRun:
 def run_nbgrader(root: Path, assignment: str, student: str, options: GradingOptions,
                  source_notebook: Path) -> NbgraderRun:
     """``nbgrader autograde`` then ``nbgrader generate_feedback`` in the scratch course."""
+    started = time.monotonic()
     config = course_config(root, options, source_notebook)
     with LogCapture() as log:
         try:
@@ -418,6 +419,8 @@ def run_nbgrader(root: Path, assignment: str, student: str, options: GradingOpti
     if not ok:
         print("\n".join(log.records), file=sys.stderr)  # the worker's log keeps the traceback
     run = NbgraderRun(root, ok, log.errors())
+    run.timings = {"start": started, "autograde": time.monotonic() - started}
+    started = time.monotonic()
     if ok:
         with LogCapture() as feedback_log:
             try:
@@ -426,6 +429,7 @@ def run_nbgrader(root: Path, assignment: str, student: str, options: GradingOpti
                 run.feedback_ok = True
             except (NbGraderException, SystemExit, Exception) as error:  # noqa: BLE001
                 run.log = f"feedback failed: {feedback_log.errors() or error}"
+    run.timings["feedback"] = time.monotonic() - started
     return run
 
 

@@ -46,6 +46,7 @@ class Result:
     feedback: list[str] = field(default_factory=list)  # paths relative to OUT
     content_hash: str = ""
     elapsed_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per grading step
     retry: bool = False  # the failure was the grader's, not the submission's: regrade on rerun
 
     @property

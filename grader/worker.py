@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 import uuid
@@ -64,8 +65,6 @@ def runtime_dir(scratch: Path) -> Path:
     """Where kernels' Unix sockets go: a short path (sockets allow about 100 characters)."""
     path = scratch / "rt"
     if len(str(path)) > 50:
-        import tempfile
-
         path = Path(tempfile.mkdtemp(prefix="cg-rt-", dir="/tmp"))
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -88,6 +87,7 @@ def prepare_kernel_env(settings: dict, scratch: Path) -> tuple[Path, Path]:
     })
     os.environ.clear()
     os.environ.update(env)
+    tempfile.tempdir = None  # tempfile caches TMPDIR: make it read this job's
     ids = sandbox_user(SandboxConfig.from_json(settings["sandbox"]))
     if ids is not None:
         for path in [home, *home.rglob("*"), records, runtime]:
@@ -205,12 +205,15 @@ def grade(job: dict, settings: dict) -> Result:
 
 def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     student, assignment = job["student"], job["assignment"]
+    clock = time.monotonic()
     root = prepare_course(job, scratch)
     records, runtime = prepare_kernel_env(settings, scratch)
     options = engine.GradingOptions(timeout=settings["timeout"], kernel_name=settings["kernel"],
                                     max_output_chars=settings["max_output_chars"])
     run = engine.run_nbgrader(root, assignment, student, options,
                               root / "solutions" / assignment)
+    result.timings = {"prepare": run.timings.get("start", clock) - clock, **run.timings}
+    clock = time.monotonic()
     if runtime.parent != scratch:
         shutil.rmtree(runtime, ignore_errors=True)
     grades = engine.read_grades(root, assignment, student)
@@ -242,7 +245,11 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     result.score = sum(result.points.values())
     result.max_score = sum(result.max_points.values())
     conclude(result, run)
+    result.timings["verify"] = time.monotonic() - clock
+    clock = time.monotonic()
     publish(result, run, Path(settings["out"]))
+    result.timings["publish"] = time.monotonic() - clock
+    result.timings = {k: round(v, 2) for k, v in result.timings.items() if k != "start"}
 
 
 def conclude(result: Result, run: engine.NbgraderRun) -> None:
@@ -289,28 +296,62 @@ def build_template(job: dict) -> dict:
 # ---------------------------------------------------------------- main loop
 
 
-def main() -> int:
-    protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # stray prints (ours, nbgrader's) go to the log, not the protocol
+def serve(jobs: int, answers: int) -> None:
+    """Answer job lines read from fd ``jobs`` with result lines on fd ``answers``."""
+    reader = os.fdopen(jobs, "r", encoding="utf-8")
+    writer = os.fdopen(answers, "w", encoding="utf-8")
+
+    def answer(payload: dict) -> None:
+        writer.write(json.dumps(payload) + "\n")
+        writer.flush()
+
+    answer({"ready": True, "pid": os.getpid()})
+    settings = json.loads(reader.readline())
+    for line in reader:
+        job = json.loads(line)
+        try:
+            if job["type"] == "template":
+                reply = build_template(job)
+            else:
+                reply = {"result": json.loads(grade(job, settings).to_json())}
+        except Exception as error:  # noqa: BLE001
+            traceback.print_exc()
+            reply = {"error": f"{type(error).__name__}: {error}"}
+        answer(reply)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -I -m grader.worker [--slots JOBS,ANSWERS;...]``.
+
+    Without ``--slots`` the worker talks over stdin/stdout. With it, the process imports
+    nbgrader and torch once, then forks one worker per extra slot (a fork server: the
+    imports are most of a worker's start-up), each with its own pair of pipes.
+    """
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--slots"]:
+        slots = [tuple(int(fd) for fd in pair.split(",")) for pair in argv[1].split(";")]
+    else:
+        slots = [(os.dup(0), os.dup(1))]
+    os.dup2(2, 1)  # stray prints (ours, nbgrader's) go to the log, never to a protocol pipe
     sys.stdout = sys.stderr
     import grader.checks  # noqa: F401 - import torch and the checks now, not in the first job
     from grader import integrity  # noqa: F401
 
-    protocol.write(json.dumps({"ready": True}) + "\n")
-    protocol.flush()
-    settings = json.loads(sys.stdin.readline())
-    for line in sys.stdin:
-        job = json.loads(line)
-        try:
-            if job["type"] == "template":
-                answer = build_template(job)
-            else:
-                answer = {"result": json.loads(grade(job, settings).to_json())}
-        except Exception as error:  # noqa: BLE001
-            traceback.print_exc()
-            answer = {"error": f"{type(error).__name__}: {error}"}
-        protocol.write(json.dumps(answer) + "\n")
-        protocol.flush()
+    mine, children = slots[0], []
+    for slot in slots[1:]:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()  # its own process group, so it can be stopped alone
+            mine, children = slot, []
+            break
+        children.append(pid)
+    for slot in slots:
+        if slot != mine:
+            for fd in slot:
+                os.close(fd)
+    serve(*mine)
+    for pid in children:
+        os.waitpid(pid, 0)
     return 0
 
 
