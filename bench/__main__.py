@@ -46,39 +46,40 @@ def run(args: argparse.Namespace) -> dict:
     started = time.monotonic()
     torch.set_num_threads(args.threads)
     report: dict = {"machine": report_.machine_facts(args.threads)}
-    cuda = torch.cuda.is_available()
-    if "modules" in args.only:
-        from bench.modules import bench_modules
+    parts: dict[str, dict] = {}
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for part in PARTS:
+        if part not in args.only:
+            continue
+        log(f"{part} (load average {report_.load_average()})")
+        parts[part] = {"load_average_start": report_.load_average()}
+        part_started = time.monotonic()
+        if part == "modules":
+            from bench.modules import bench_modules
 
-        log("modules (cpu)")
-        report["modules"] = bench_modules("cpu", repeats=args.module_rounds, log=log)
-        if cuda:
-            log("modules (cuda)")
-            report["cuda_modules"] = bench_modules("cuda", repeats=args.module_rounds, log=log)
-    if "scaling" in args.only:
-        from bench.scaling import LENGTHS, bench_scaling, plot
+            for device in devices:
+                key = "modules" if device == "cpu" else f"{device}_modules"
+                report[key] = bench_modules(device, repeats=args.module_rounds, log=log)
+        elif part == "scaling":
+            from bench.scaling import LENGTHS, bench_scaling, plot
 
-        lengths = tuple(args.lengths or LENGTHS)
-        log("scaling (cpu)")
-        report["scaling"] = bench_scaling(lengths, device="cpu", log=log)
-        plot(report["scaling"], args.out / "scaling.png")
-        if cuda:
-            log("scaling (cuda)")
-            report["cuda_scaling"] = bench_scaling(lengths, device="cuda", log=log)
-            plot(report["cuda_scaling"], args.out / "scaling_cuda.png")
-    if "notebooks" in args.only:
-        from bench.notebooks import bench_notebooks
+            for device in devices:
+                key = "scaling" if device == "cpu" else f"{device}_scaling"
+                report[key] = bench_scaling(tuple(args.lengths or LENGTHS), device=device, log=log)
+                plot(report[key], args.out / ("scaling.png" if device == "cpu" else f"scaling_{device}.png"))
+        elif part == "notebooks":
+            from bench.notebooks import bench_notebooks
 
-        log("notebooks (as a learner runs them: full training)")
-        report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
-                                              log=log)
-    if "autograde" in args.only:
-        from bench.autograde import bench_autograde
+            report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
+                                                  log=log)
+        elif part == "autograde":
+            from bench.autograde import bench_autograde
 
-        log("autograde")
-        report["autograde"] = bench_autograde(copies=args.copies, jobs=args.jobs, log=log)
+            report["autograde"] = bench_autograde(copies=args.copies, jobs=args.jobs, log=log)
+        parts[part]["seconds"] = round(time.monotonic() - part_started, 1)
     report["machine"]["load_average_end"] = report_.load_average()
     report["machine"]["bench_seconds"] = round(time.monotonic() - started, 1)
+    report["machine"]["parts"] = parts
     return report
 
 

@@ -85,7 +85,9 @@ def machine_line(m: dict) -> str:
             f"module and scaling figures), nbgrader {m.get('nbgrader', 'n/a')}; device: "
             f"{m['device']}; load average (1/5/15 min) {'/'.join(map(str, load))} at the start, "
             f"{'/'.join(map(str, end))} at the end; the whole run took "
-            f"{_num(m.get('bench_seconds'), '{:.0f}')} s.")
+            f"{_num(m.get('bench_seconds'), '{:.0f}')} s"
+            + (" (" + ", ".join(f"{name} {p['seconds']:.0f} s" for name, p in m["parts"].items()) + ")"
+               if m.get("parts") else "") + ".")
 
 
 def notebooks_table(notebooks: dict) -> list[str]:
