@@ -60,3 +60,10 @@ def test_refuses_to_overwrite(release):
     """Does building into a non-empty folder stop instead of overwriting it?"""
     with pytest.raises(SystemExit, match="not empty"):
         bundle.build_student_bundle(release)
+
+
+def test_readme_badges_match_the_notebooks():
+    """Does the README carry a Binder badge and one Colab badge per learner notebook?"""
+    readme = (bundle.ROOT / "README.md").read_text()
+    assert bundle.badges(bundle.DEFAULT_REPOSITORY) in readme, (
+        "README badges are stale: paste grader.bundle.badges(DEFAULT_REPOSITORY) into README.md")
