@@ -1,0 +1,13 @@
+"""Does ruff find nothing to complain about in the code and the notebooks?"""
+
+import subprocess
+import sys
+
+from grader.release import ROOT
+
+
+def test_ruff_check_passes():
+    """Is `ruff check` (configured in pyproject.toml, notebooks included) clean?"""
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
