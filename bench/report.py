@@ -85,7 +85,8 @@ def machine_line(m: dict) -> str:
             f"module and scaling figures), nbgrader {m.get('nbgrader', 'n/a')}; device: "
             f"{m['device']}; load average (1/5/15 min) {'/'.join(map(str, load))} at the start, "
             f"{'/'.join(map(str, end))} at the end; the whole run took "
-            f"{_num(m.get('bench_seconds'), '{:.0f}')} s"
+            f"{_num(m.get('bench_seconds'), '{:.0f}')} s, {_num(m.get('bench_cpu_seconds'), '{:.0f}')} "
+            "CPU seconds"
             + (" (" + ", ".join(f"{name} {p['seconds']:.0f} s" for name, p in m["parts"].items()) + ")"
                if m.get("parts") else "") + ".")
 
@@ -135,14 +136,18 @@ def modules_table(modules: dict, device: str = "cpu") -> list[str]:
 
 def scaling_table(scaling: dict) -> list[str]:
     course, torch_ = scaling["course"], scaling["torch_sdpa"]
-    lines = ["| n | course (ms) | F.sdpa (ms) | course peak (MB) | F.sdpa peak (MB) |",
-             "|---:|---:|---:|---:|---:|"]
+    slopes = {name: [None, *scaling[name].get("local_exponents", [])] for name in ("course", "torch_sdpa")}
+    lines = ["| n | course (ms) | F.sdpa (ms) | slope from n/2: course, F.sdpa | course peak (MB) "
+             "| F.sdpa peak (MB) |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for i, n in enumerate(course["lengths"]):
-        lines.append(f"| {n} | {_ms(course['seconds'][i])} | {_ms(torch_['seconds'][i])} "
+        slope = ("" if slopes["course"][i] is None and slopes["torch_sdpa"][i] is None
+                 else f"{_num(slopes['course'][i])}, {_num(slopes['torch_sdpa'][i])}")
+        lines.append(f"| {n} | {_ms(course['seconds'][i])} | {_ms(torch_['seconds'][i])} | {slope} "
                      f"| {course['peak_mb'][i]:.1f} | {torch_['peak_mb'][i]:.1f} |")
-    lines.append(f"| **exponent** (n >= {scaling['setup']['fit_from_length']}) | "
+    lines.append(f"| **fitted exponent** (n >= {scaling['setup']['fit_from_length']}) | "
                  f"**{_num(course['exponent'])}** | **{_num(torch_['exponent'])}** | "
-                 f"**{_num(course['memory_exponent'])}** | **{_num(torch_['memory_exponent'])}** |")
+                 f"| **{_num(course['memory_exponent'])}** | **{_num(torch_['memory_exponent'])}** |")
     return lines
 
 

@@ -69,6 +69,12 @@ def fit_exponent(lengths: list[int], values: list[float], fit_from: int = FIT_FR
     return float(np.polyfit(x, y, 1)[0])
 
 
+def local_exponents(lengths: list[int], values: list[float]) -> list[float | None]:
+    """Slope between neighbouring lengths: where the growth steepens (caches running out)."""
+    return [_round(math.log(b / a) / math.log(m / n)) if a > 0 and b > 0 else None
+            for n, m, a, b in zip(lengths, lengths[1:], values, values[1:])]
+
+
 def bench_scaling(lengths: tuple[int, ...] = LENGTHS, d: int = 64, heads: int = 1,
                   repeats: int = 5, device: torch.device | str = "cpu",
                   fit_from: int = FIT_FROM, log=print) -> dict:
@@ -102,6 +108,7 @@ def bench_scaling(lengths: tuple[int, ...] = LENGTHS, d: int = 64, heads: int = 
             "seconds": [round(t, 6) for t in s["seconds"]],
             "peak_mb": [round(m, 3) for m in s["peak_mb"]],
             "exponent": _round(fit_exponent(list(lengths), s["seconds"], fit_from)),
+            "local_exponents": local_exponents(list(lengths), s["seconds"]),
             "memory_exponent": _round(fit_exponent(list(lengths), s["peak_mb"], fit_from)),
         }
     report["setup"] = {"d": d, "heads": heads, "batch": 1, "pass": "forward, no grad",
