@@ -34,7 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths for scaling")
     p.add_argument("--jobs", type=int, default=2, help="jobs of our autograde run")
     p.add_argument("--copies", type=int, default=1,
-                   help="copies of the 4 sample submissions per assignment (2 assignments)")
+                   help="copies of the 4 sample submissions per assignment")
+    p.add_argument("--assignments", nargs="+", default=None,
+                   help="assignments of the autograde class (default: the last two with learner notebooks)")
     return p
 
 
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> dict:
         elif part == "autograde":
             from bench.autograde import bench_autograde
 
-            report["autograde"] = bench_autograde(copies=args.copies, jobs=args.jobs, log=log)
+            report["autograde"] = bench_autograde(args.assignments, copies=args.copies, jobs=args.jobs,
+                                                  log=log)
         parts[part]["seconds"] = round(time.monotonic() - part_started, 1)
     report["machine"]["load_average_end"] = report_.load_average()
     report["machine"]["bench_seconds"] = round(time.monotonic() - started, 1)
