@@ -2,6 +2,8 @@
 VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# nbgrader runs tools of the venv (alembic) by name: put them on PATH.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install lab test notebooks bench browser-deps clean
 

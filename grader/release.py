@@ -8,8 +8,10 @@ edits (someone's work) unless told ``--force``, and never deletes other files th
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -34,8 +36,16 @@ def edited_notebooks(release: Path = RELEASE) -> list[str]:
     return [line[3:] for line in result.stdout.splitlines() if line.endswith(".ipynb")]
 
 
+def put_python_tools_on_path() -> None:
+    """nbgrader runs tools installed beside Python (alembic) by name: make them findable."""
+    tools = str(Path(sys.executable).parent)
+    if tools not in os.environ.get("PATH", "").split(os.pathsep):
+        os.environ["PATH"] = tools + os.pathsep + os.environ.get("PATH", "")
+
+
 def nbgrader_api(course: Path):
     """nbgrader's Python API on the course directory ``course``, with the course's config."""
+    put_python_tools_on_path()
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from grader.release import ROOT
+from grader.release import ROOT, put_python_tools_on_path
 
 ASSIGNMENT = "10.1-self-attention"
 NOTEBOOK = "self_attention.ipynb"
@@ -15,6 +15,7 @@ NOTEBOOK = "self_attention.ipynb"
 
 def nbgrader(course, *args):
     """Run an nbgrader command in ``course``; fail with its log on error."""
+    put_python_tools_on_path()  # nbgrader calls alembic by name
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
