@@ -274,8 +274,31 @@ def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str
             "content_hash": digest}
 
 
-def assignment_context(assignment: Assignment, options: Options, grader_digest: str) -> str:
-    return "|".join([tree_digest(assignment.source, "*.ipynb"), grader_digest,
+#: The grader's files whose changes can change a grade (the section's checks are added).
+GRADING_CODE = ["engine.py", "worker.py", "sandbox.py", "integrity.py", "report.py",
+                "submissions.py", "nbgrader_config.py", "checks/__init__.py", "checks/core.py",
+                "checks/exercise.py"]
+
+
+def grading_code_digest(assignment: Assignment) -> str:
+    """Digest of the grading code an assignment's hidden tests depend on."""
+    import hashlib
+    import re
+
+    modules = set()
+    for notebook in assignment.source.glob("*.ipynb"):
+        modules |= set(re.findall(r"grader\.checks(?:\.|\s+import\s+)(\w+)",
+                                  notebook.read_text(encoding="utf-8")))
+    digest = hashlib.sha256()
+    for name in GRADING_CODE + sorted(f"checks/{m}.py" for m in modules):
+        path = GRADER_DIR / name
+        digest.update(name.encode() + (path.read_bytes() if path.is_file() else b"-"))
+    return digest.hexdigest()
+
+
+def assignment_context(assignment: Assignment, options: Options) -> str:
+    """What, besides the student's files, decides a grade: source, grading code, options."""
+    return "|".join([tree_digest(assignment.source, "*.ipynb"), grading_code_digest(assignment),
                      options.grading_key(), options.deadline(assignment.name) or ""])
 
 
@@ -321,9 +344,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
             raise SystemExit(f"No submissions in {submissions}: expected "
                              "<student>/<assignment>/<notebook>.ipynb.")
         mine = shard(subs, *options.shard)
-        grader_digest = tree_digest(GRADER_DIR, "**/*.py")
-        contexts = {name: assignment_context(a, options, grader_digest)
-                    for name, a in assignments.items()}
+        contexts = {name: assignment_context(a, options) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
         existing = report.load_results(out)
         todo = [s for s in mine if options.force or s.key not in existing

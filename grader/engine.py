@@ -77,6 +77,28 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
 # ---------------------------------------------------------------- preprocessors
 
 
+MARK = "course_grader"  # cell metadata this module adds, read back by the worker's report
+HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?",
+                          re.S | re.M)
+
+
+def as_released(source: str) -> str:
+    """A read-only cell as the learner received it: hidden tests removed, spaces normalised."""
+    text = HIDDEN_TESTS.sub("", source)
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+class MarkDuplicates(DeduplicateIds):
+    """``DeduplicateIds`` that leaves a mark on the copies it demotes to plain cells."""
+
+    def preprocess_cell(self, cell, resources, cell_index):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell, resources = super().preprocess_cell(cell, resources, cell_index)
+        if grade_id and not cell.metadata.get("nbgrader"):
+            cell.metadata[MARK] = {"duplicate_of": grade_id}
+        return cell, resources
+
+
 class RestoreCells(OverwriteCells):
     """``OverwriteCells`` that repairs test cells before restoring them from the source.
 
@@ -102,7 +124,11 @@ class RestoreCells(OverwriteCells):
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if grade_id in source:
-                cell.metadata["nbgrader"] = copy.deepcopy(source[grade_id].metadata.nbgrader)
+                original = source[grade_id]
+                if original.metadata.nbgrader.get("locked") and \
+                        as_released(cell.source) != as_released(original.source):
+                    cell.metadata[MARK] = {"edited": True}
+                cell.metadata["nbgrader"] = copy.deepcopy(original.metadata.nbgrader)
             else:  # unknown, or a duplicate DeduplicateIds emptied: a plain cell
                 cell.metadata.pop("nbgrader", None)
         self.missing_cell_notification = RESTORED_NOTE
@@ -254,6 +280,7 @@ class ResilientExecute(Execute):
             if used >= self.max_output_chars:
                 return None
             if used + len(text) > self.max_output_chars:
+                self.nb.cells[cell_index].metadata.setdefault(MARK, {})["output_cut"] = True
                 msg = copy.deepcopy(msg)
                 msg["content"]["text"] = text[: self.max_output_chars - used] + \
                     OUTPUT_CUT.format(self.max_output_chars)
@@ -305,7 +332,7 @@ def course_config(root: Path, options: GradingOptions, source_notebook: Path | N
     runtime = os.environ.get("JUPYTER_RUNTIME_DIR") or tempfile.gettempdir()
     config.KernelManager.ip = os.path.join(runtime, "kernel")
     config.Autograde.sanitize_preprocessors = [
-        ClearOutput, DeduplicateIds, OverwriteKernelspec, RestoreCells, CheckCellMetadata]
+        ClearOutput, MarkDuplicates, OverwriteKernelspec, RestoreCells, CheckCellMetadata]
     config.Autograde.autograde_preprocessors = [
         ResilientExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
         SaveAutoGradesIgnoringStderr, AssignLatePenalties, CheckCellMetadata]
@@ -403,9 +430,9 @@ class NbgraderRun:
         return self.root / "feedback" / student / assignment
 
 
-def run_nbgrader(root: Path, assignment: str, student: str, options: GradingOptions,
-                 source_notebook: Path) -> NbgraderRun:
-    """``nbgrader autograde`` then ``nbgrader generate_feedback`` in the scratch course."""
+def run_autograde(root: Path, assignment: str, student: str, options: GradingOptions,
+                  source_notebook: Path) -> NbgraderRun:
+    """``nbgrader autograde`` of one submission in its scratch course."""
     started = time.monotonic()
     config = course_config(root, options, source_notebook)
     with LogCapture() as log:
@@ -419,18 +446,33 @@ def run_nbgrader(root: Path, assignment: str, student: str, options: GradingOpti
     if not ok:
         print("\n".join(log.records), file=sys.stderr)  # the worker's log keeps the traceback
     run = NbgraderRun(root, ok, log.errors())
-    run.timings = {"start": started, "autograde": time.monotonic() - started}
-    started = time.monotonic()
-    if ok:
-        with LogCapture() as feedback_log:
-            try:
-                GenerateFeedback(coursedir=coursedir(config, assignment, student),
-                                 config=config, force=True).start()
-                run.feedback_ok = True
-            except (NbGraderException, SystemExit, Exception) as error:  # noqa: BLE001
-                run.log = f"feedback failed: {feedback_log.errors() or error}"
-    run.timings["feedback"] = time.monotonic() - started
+    run.timings = {"autograde": time.monotonic() - started}
     return run
+
+
+def run_feedback(run: NbgraderRun, assignment: str, student: str, options: GradingOptions,
+                 source_notebook: Path) -> None:
+    """``nbgrader generate_feedback`` (after any score corrections were saved)."""
+    started = time.monotonic()
+    config = course_config(run.root, options, source_notebook)
+    with LogCapture() as log:
+        try:
+            GenerateFeedback(coursedir=coursedir(config, assignment, student), config=config,
+                             force=True).start()
+            run.feedback_ok = True
+        except (NbGraderException, SystemExit, Exception) as error:  # noqa: BLE001
+            run.log = f"feedback failed: {log.errors() or error}"
+    run.timings["feedback"] = time.monotonic() - started
+
+
+def override_scores(root: Path, assignment: str, student: str, points: dict[str, float]) -> None:
+    """Save corrected points (by grade id) as nbgrader manual scores, so feedback shows them."""
+    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
+        for notebook in gb.find_submission(assignment, student).notebooks:
+            for grade in notebook.grades:
+                if grade.name in points:
+                    grade.manual_score = points[grade.name]
+        gb.db.commit()
 
 
 @dataclass

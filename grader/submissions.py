@@ -226,7 +226,10 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             parts = Path(info.filename).parts
-            if info.is_dir() or not parts or info.filename.startswith("/") or ".." in parts:
+            if not parts or info.filename.startswith("/") or ".." in parts:
+                continue
+            if info.is_dir():  # kept: an empty folder is an answer too ("nothing handed in")
+                dest.joinpath(*parts).mkdir(parents=True, exist_ok=True)
                 continue
             if (info.external_attr >> 16) & 0o170000 == 0o120000:  # a symbolic link
                 continue

@@ -158,11 +158,18 @@ def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list
             continue
         meta = cell.metadata.get("nbgrader", {})
         label = meta.get("grade_id") or f"cell {number}"
+        mark = cell.metadata.get(engine.MARK, {})
         if cell.source.startswith("# " + engine.RESTORED_NOTE.split("{")[0]):
             notes.append(f"test cell {label} was missing or had lost its metadata: restored")
+        if mark.get("edited"):
+            notes.append(f"read-only cell {label} had been edited: restored from the source")
+        if mark.get("duplicate_of"):
+            notes.append(f"test cell {mark['duplicate_of']} appears twice: the last copy was "
+                         "graded, the other ran as a plain cell")
+        timed_out = any(o.get("ename") == engine.TIMEOUT for o in cell.get("outputs", []))
+        if mark.get("output_cut"):
+            notes.append(f"{label} printed more than the grader keeps: its output was cut")
         for output in cell.get("outputs", []):
-            if output.output_type == "stream" and "the grader cut this output" in output.text:
-                notes.append(f"{label} printed too much: its output was cut")
             if output.output_type != "error":
                 continue
             if output.ename == engine.TIMEOUT:
@@ -172,7 +179,7 @@ def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list
             elif output.ename == engine.NOT_RUN:
                 notes.append(f"{label}: {output.evalue}")
                 break
-            elif not meta.get("grade"):
+            elif not meta.get("grade") and not (timed_out and output.ename == "KeyboardInterrupt"):
                 errors.append(f"{label} raised {output.ename}")
         if not meta.get("grade") and not meta.get("locked"):
             for pattern, what in SUSPICIOUS.items():
@@ -210,9 +217,9 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     records, runtime = prepare_kernel_env(settings, scratch)
     options = engine.GradingOptions(timeout=settings["timeout"], kernel_name=settings["kernel"],
                                     max_output_chars=settings["max_output_chars"])
-    run = engine.run_nbgrader(root, assignment, student, options,
-                              root / "solutions" / assignment)
-    result.timings = {"prepare": run.timings.get("start", clock) - clock, **run.timings}
+    source = root / "solutions" / assignment
+    prepared = time.monotonic() - clock
+    run = engine.run_autograde(root, assignment, student, options, source)
     clock = time.monotonic()
     if runtime.parent != scratch:
         shutil.rmtree(runtime, ignore_errors=True)
@@ -245,11 +252,18 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     result.score = sum(result.points.values())
     result.max_score = sum(result.max_points.values())
     conclude(result, run)
-    result.timings["verify"] = time.monotonic() - clock
+    verified = time.monotonic() - clock
+    if run.ok:
+        corrected = {grade_ids[e]: p for e, p in result.points.items()
+                     if p != float(grades.points[grade_ids[e]] or 0)}
+        if corrected:
+            engine.override_scores(root, assignment, student, corrected)
+        engine.run_feedback(run, assignment, student, options, source)
     clock = time.monotonic()
     publish(result, run, Path(settings["out"]))
-    result.timings["publish"] = time.monotonic() - clock
-    result.timings = {k: round(v, 2) for k, v in result.timings.items() if k != "start"}
+    result.timings = {k: round(v, 2) for k, v in {
+        "prepare": prepared, **run.timings, "verify": verified,
+        "publish": time.monotonic() - clock}.items()}
 
 
 def conclude(result: Result, run: engine.NbgraderRun) -> None:
@@ -296,6 +310,19 @@ def build_template(job: dict) -> dict:
 # ---------------------------------------------------------------- main loop
 
 
+def die_with_parent() -> None:
+    """Stop when the process that started this one dies: nobody would read the results,
+    and an orphan would keep writing into OUT while a rerun does."""
+    import ctypes
+    import signal
+
+    from grader.sandbox import PR_SET_PDEATHSIG
+
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the line above
+        os._exit(1)
+
+
 def serve(jobs: int, answers: int) -> None:
     """Answer job lines read from fd ``jobs`` with result lines on fd ``answers``."""
     reader = os.fdopen(jobs, "r", encoding="utf-8")
@@ -334,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         slots = [(os.dup(0), os.dup(1))]
     os.dup2(2, 1)  # stray prints (ours, nbgrader's) go to the log, never to a protocol pipe
     sys.stdout = sys.stderr
+    die_with_parent()
     import grader.checks  # noqa: F401 - import torch and the checks now, not in the first job
     from grader import integrity  # noqa: F401
 
@@ -342,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
         pid = os.fork()
         if pid == 0:
             os.setsid()  # its own process group, so it can be stopped alone
+            die_with_parent()
             mine, children = slot, []
             break
         children.append(pid)

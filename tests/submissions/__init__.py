@@ -1,0 +1,1 @@
+"""Planted submissions for the autograde tests (built in temporary folders by the tests)."""

@@ -1,0 +1,181 @@
+"""Planted submissions of 10.1 for the autograde tests: one student per way to go wrong.
+
+Every entry builds one student's folder (``<student>/10.1-self-attention/...``) from the
+solved notebook (:func:`grader.samples.solved`). The learner code in them is written here,
+independently of the grader. 10.1 has two exercises: ``qkv_projections`` (2 points) and
+``QKVProjection`` (2 points).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+
+from grader import samples
+
+ASSIGNMENT = "10.1-self-attention"
+DEADLINE = "2026-12-01T23:59:00+00:00"
+ON_TIME = "2026-12-01 20:00:00.000000 UTC"
+LATE = "2026-12-02 01:30:00.000000 UTC"  # 91 minutes after the deadline
+
+WRONG_QKV = '''
+def qkv_projections(X, W_q, W_k, W_v):
+    return X @ W_q, X @ W_q, X @ W_v   # K uses W_q: wrong
+'''
+SUBTLY_WRONG_QKV = '''
+def qkv_projections(X, W_q, W_k, W_v):
+    if X.dim() > 3:                       # passes the visible tests (2-D and 3-D) only
+        return X @ W_q, X @ W_q, X @ W_v
+    return X @ W_q, X @ W_k, X @ W_v
+'''
+WRONG_MODULE = '''
+class QKVProjection(nn.Module):
+    def __init__(self, d_model, d_k, d_v):
+        super().__init__()
+        self.w_q = nn.Linear(d_model, d_k, bias=False)
+        self.w_k = nn.Linear(d_model, d_k, bias=False)
+        self.w_v = nn.Linear(d_model, d_v, bias=False)
+
+    def forward(self, x):
+        return self.w_q(x), self.w_q(x), self.w_v(x)   # K from w_q: wrong
+'''
+
+
+def solved():
+    return samples.solved(ASSIGNMENT)
+
+
+def write(root: Path, student: str, nb, **kwargs) -> None:
+    samples.write(nb, root, student, ASSIGNMENT, **kwargs)
+
+
+def with_cell(after: str, source: str):
+    return samples.insert_cell(solved(), after, source)
+
+
+def replace(grade_id: str, source: str, nb=None):
+    return samples.plant(nb or solved(), grade_id, source, append=False)
+
+
+def drop_cell(nb, grade_id: str):
+    nb = copy.deepcopy(nb)
+    del nb.cells[samples.cell_index(nb, grade_id)]
+    return nb
+
+
+def strip_metadata(nb, grade_id: str, source: str | None = None):
+    nb = copy.deepcopy(nb)
+    cell = nb.cells[samples.cell_index(nb, grade_id)]
+    cell.metadata.pop("nbgrader")
+    if source is not None:
+        cell.source = source
+    return nb
+
+
+def edit_test(nb, grade_id: str, source: str, points: int = 100):
+    nb = copy.deepcopy(nb)
+    cell = nb.cells[samples.cell_index(nb, grade_id)]
+    cell.source = source
+    cell.metadata.nbgrader["points"] = points
+    return nb
+
+
+def paste_twice(nb, grade_id: str):
+    """Copy and paste in Jupyter: the same cell (nbgrader metadata too) with a new cell id."""
+    nb = copy.deepcopy(nb)
+    pasted = copy.deepcopy(nb.cells[samples.cell_index(nb, grade_id)])
+    pasted["id"] = "pasted-" + grade_id
+    nb.cells.append(pasted)
+    return nb
+
+
+# ---------------------------------------------------------------- the catalogue
+
+Builder = Callable[[Path, str], None]
+
+PLANTED: dict[str, Builder] = {
+    # correct work, on time and late
+    "correct": lambda r, s: write(r, s, solved(), timestamp=ON_TIME),
+    "late": lambda r, s: write(r, s, solved(), timestamp=LATE),
+    "wrong-qkv": lambda r, s: write(r, s, replace("qkv_projections", WRONG_QKV)),
+    # runaway code
+    "infinite-loop": lambda r, s: write(r, s, with_cell("setup", "while True:\n    pass")),
+    "ignores-interrupt": lambda r, s: write(r, s, with_cell(
+        "check_qkv_projections",
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass")),
+    "os-exit": lambda r, s: write(r, s, with_cell("check_qkv_projections",
+                                                  "import os\nos._exit(3)")),
+    "segfault": lambda r, s: write(r, s, samples.plant(
+        solved(), "QKVProjection",
+        "_forward = QKVProjection.forward\n"
+        "def _crash(self, x):\n    import ctypes\n    ctypes.string_at(0)\n"
+        "QKVProjection.forward = _crash")),
+    "memory-bomb": lambda r, s: write(r, s, with_cell(
+        "setup", "hoard = []\nwhile True:\n    hoard.append(bytearray(100_000_000))")),
+    "output-flood": lambda r, s: write(r, s, with_cell(
+        "setup", "print('\\n'.join(f'line {i}' for i in range(3_000_000)))")),
+    # ordinary learner errors
+    "syntax-error": lambda r, s: write(r, s, samples.plant(solved(), "QKVProjection",
+                                                           "def broken(:\n    pass")),
+    "exception-outside": lambda r, s: write(r, s, with_cell(
+        "setup", "raise ValueError('a learner experiment went wrong')")),
+    "stderr-warnings": lambda r, s: write(r, s, samples.plant(
+        solved(), "qkv_projections",
+        "import sys, warnings\n_qkv = qkv_projections\n"
+        "def qkv_projections(X, W_q, W_k, W_v):\n"
+        "    warnings.warn('this is slow', RuntimeWarning)\n"
+        "    print('debug: called', file=sys.stderr)\n"
+        "    return _qkv(X, W_q, W_k, W_v)")),
+    # test cells tampered with
+    "test-deleted": lambda r, s: write(r, s, drop_cell(
+        replace("qkv_projections", WRONG_QKV), "check_qkv_projections")),
+    "test-edited": lambda r, s: write(r, s, edit_test(
+        replace("QKVProjection", WRONG_MODULE), "check_QKVProjection", "print('all good')")),
+    "test-stripped": lambda r, s: write(r, s, strip_metadata(
+        replace("qkv_projections", WRONG_QKV), "check_qkv_projections", "print('fine')")),
+    "test-pasted-twice": lambda r, s: write(r, s, paste_twice(solved(), "check_qkv_projections")),
+    # cannot be graded at all
+    "invalid-json": lambda r, s: write(r, s, json.dumps(nbformat.writes(solved()))[:-400]),
+    "wrong-name": lambda r, s: write(r, s, solved(), name="self_attention (1).ipynb"),
+    "missing-notebook": lambda r, s: (r / s / ASSIGNMENT).mkdir(parents=True) or
+    (r / s / ASSIGNMENT / "notes.txt").write_text("I ran out of time"),
+    "empty-folder": lambda r, s: (r / s / ASSIGNMENT).mkdir(parents=True),
+    "empty-student": lambda r, s: (r / s).mkdir(parents=True),
+    # cheats: wrong answers plus a trick that would hide them
+    "cheat-allclose": lambda r, s: write(r, s, samples.insert_cell(
+        replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
+        "import torch\ntorch.allclose = lambda *args, **kwargs: True\n"
+        "torch.testing.assert_close = lambda *args, **kwargs: None")),
+    "cheat-numpy": lambda r, s: write(r, s, samples.insert_cell(
+        replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
+        "import numpy.testing\nnumpy.testing.assert_allclose = lambda *args, **kwargs: None")),
+    "cheat-fake-grader": lambda r, s: write(r, s, samples.insert_cell(
+        replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
+        "import sys, types\nimport grader.checks\n"
+        "fake = types.ModuleType('grader.checks.s10_1')\n"
+        "fake.check_qkv_projections = fake.check_QKVProjection = lambda impl: None\n"
+        "sys.modules['grader.checks.s10_1'] = grader.checks.s10_1 = fake")),
+    "cheat-edit-checks": lambda r, s: write(r, s, samples.insert_cell(
+        replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
+        "from grader.checks import exercise\n"
+        "exercise.Exercise.evaluate = lambda self, case, got, device: None")),
+    "cheat-skip-check": lambda r, s: write(r, s, samples.insert_cell(
+        replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
+        "from grader.checks import s10_1\ns10_1.check_qkv_projections = lambda impl: None")),
+    "cheat-reference": lambda r, s: write(r, s, replace(
+        "qkv_projections",
+        "import torch.nn.functional as F\n"
+        "def qkv_projections(X, W_q, W_k, W_v):\n"
+        "    return tuple(F.linear(X, W.T) for W in (W_q, W_k, W_v))")),
+}
+
+
+def build(root: Path, names: list[str] | None = None) -> Path:
+    """Write the planted submissions (all, or ``names``) under ``root``."""
+    for name in names or PLANTED:
+        PLANTED[name](root, name)
+    return root

@@ -1,0 +1,70 @@
+"""Grading every section: does a perfect submission of each notebook get full marks, and how
+long does one take? Does the benchmark against stock nbgrader still run?
+
+The sections are discovered from solutions/ (those with a generated learner notebook), so
+new sections are covered as they land.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pytest
+
+from grader import report, samples
+from grader.autograde import Options, autograde, benchmark_against_nbgrader
+from grader.submissions import course_assignments
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def sections() -> list[str]:
+    """Assignments with an instructor notebook and a generated learner notebook."""
+    return [name for name, a in course_assignments(ROOT / "solutions").items()
+            if (ROOT / "notebooks" / name / f"{a.notebooks[0]}.ipynb").is_file()]
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("solved")
+    for name in sections():
+        samples.write(samples.solved(name), root, "perfect", name)
+    out = tmp_path_factory.mktemp("out")
+    summary = autograde(root, out, Options(jobs=2, timeout=120, progress=False))
+    rows = list(csv.DictReader(io.StringIO((out / "grades.csv").read_text())))
+    return summary, rows, report.load_results(out)
+
+
+def test_every_section_is_found():
+    """Are the sections discovered from solutions/ (at least 10.1)?"""
+    assert "10.1-self-attention" in sections()
+
+
+def test_perfect_submissions_get_full_marks(graded):
+    """Does the instructor's solution of every section, handed in as a learner would, get
+    every point, with its integrity records verified?"""
+    summary, rows, results = graded
+    assert {r["assignment"] for r in rows} == set(sections())
+    for row in rows:
+        assert row["status"] == "ok", (row["assignment"], row["reason"])
+        assert row["score"] == row["max_score"] != "0", row["assignment"]
+    timings = {a: round(r.elapsed_s, 1) for (_, a), r in sorted(results.items())}
+    print("seconds to grade one submission:", timings)
+
+
+def test_benchmark_against_stock_nbgrader(tmp_path):
+    """Does the benchmark time stock nbgrader and ours on the same notebooks, agreeing on
+    the scores?"""
+    root = tmp_path / "class"
+    nb = samples.solved("10.1-self-attention")
+    samples.write(nb, root, "a", "10.1-self-attention")
+    samples.write(samples.plant(nb, "qkv_projections", "qkv_projections = None"), root, "b",
+                  "10.1-self-attention")
+    numbers = benchmark_against_nbgrader(root, jobs=2, timeout=120)
+    assert {"autograde.serial_nbgrader_s", "autograde.parallel_s", "autograde.jobs",
+            "autograde.speedup"} <= set(numbers)
+    assert numbers["autograde.notebooks"] == 2 and numbers["autograde.jobs"] == 2
+    assert numbers["autograde.score_differences"] == []
+    print(numbers)
