@@ -537,6 +537,14 @@ def cached_probe(config: SandboxConfig, env: dict[str, str], folder: Path,
     return found
 
 
+def with_python_tools(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the interpreter's folder first on PATH: nbgrader runs ``alembic`` by name
+    when it creates a gradebook."""
+    tools = str(Path(sys.executable).parent)
+    parts = env.get("PATH", "").split(os.pathsep)
+    return env if tools in parts else {**env, "PATH": os.pathsep.join([tools, *parts])}
+
+
 def warm_cache(submissions_assignments: list[str], options: Options, out: Path) -> None:
     """Build the template gradebooks and run the sandbox check into ``options.cache``.
 
@@ -545,6 +553,7 @@ def warm_cache(submissions_assignments: list[str], options: Options, out: Path) 
     """
     from grader.engine import build_template
 
+    os.environ.update(with_python_tools(dict(os.environ)))
     assignments = course_assignments(options.solutions)
     subs = [Submission("-", name) for name in submissions_assignments]
     for name, path in template_paths(subs, assignments, options, options.cache_dir(out)).items():
@@ -631,7 +640,7 @@ def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
         for name in assignments:
             shutil.copytree(solutions / name, course / "solutions" / name)
         shutil.copytree(find_root(submissions, set(assignments)), course / "submitted")
-        env = {**os.environ, "COURSE_QUICK": "1"}
+        env = with_python_tools({**os.environ, "COURSE_QUICK": "1"})
         env.pop("COURSE_GRADING_DIR", None)
         base = [sys.executable, "-m", "nbgrader"]
         for name in assignments:

@@ -223,7 +223,14 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     clock = time.monotonic()
     if runtime.parent != scratch:
         shutil.rmtree(runtime, ignore_errors=True)
-    grades = engine.read_grades(root, assignment, student)
+    try:
+        grades = engine.read_grades(root, assignment, student)
+    except Exception as error:  # noqa: BLE001 - nbgrader stopped before saving a submission
+        if run.ok:
+            raise
+        result.status = ERROR
+        result.reason = f"nbgrader could not grade this notebook: {run.log or error}"
+        return
     grade_ids = {exercise_name(g): g for g in grades.max_points}
     result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
     result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
@@ -259,6 +266,9 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
         if corrected:
             engine.override_scores(root, assignment, student, corrected)
         engine.run_feedback(run, assignment, student, options, source)
+        if not run.feedback_ok:
+            result.notes.append(f"no feedback page: {run.log}")
+            conclude(result, run)
     clock = time.monotonic()
     publish(result, run, Path(settings["out"]))
     result.timings = {k: round(v, 2) for k, v in {
