@@ -52,6 +52,33 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
+def measure(part: str, args: argparse.Namespace, devices: list[str], report: dict) -> None:
+    """Measure one part into ``report`` (CUDA figures under ``cuda_<part>``)."""
+    if part == "modules":
+        from bench.modules import bench_modules
+
+        for device in devices:
+            key = "modules" if device == "cpu" else f"{device}_modules"
+            report[key] = bench_modules(device, repeats=args.module_rounds, log=log)
+    elif part == "scaling":
+        from bench.scaling import LENGTHS, bench_scaling, plot
+
+        for device in devices:
+            key = "scaling" if device == "cpu" else f"{device}_scaling"
+            report[key] = bench_scaling(tuple(args.lengths or LENGTHS), device=device, log=log)
+            plot(report[key], args.out / ("scaling.png" if device == "cpu" else f"scaling_{device}.png"))
+    elif part == "notebooks":
+        from bench.notebooks import bench_notebooks
+
+        report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
+                                              log=log)
+    elif part == "autograde":
+        from bench.autograde import bench_autograde
+
+        report["autograde"] = bench_autograde(args.assignments, copies=args.copies, jobs=args.jobs,
+                                              log=log)
+
+
 def run(args: argparse.Namespace) -> dict:
     started, cpu_started = time.monotonic(), cpu_seconds()
     torch.set_num_threads(args.threads)
@@ -64,29 +91,11 @@ def run(args: argparse.Namespace) -> dict:
         log(f"{part} (load average {report_.load_average()})")
         parts[part] = {"load_average_start": report_.load_average()}
         part_started = time.monotonic()
-        if part == "modules":
-            from bench.modules import bench_modules
-
-            for device in devices:
-                key = "modules" if device == "cpu" else f"{device}_modules"
-                report[key] = bench_modules(device, repeats=args.module_rounds, log=log)
-        elif part == "scaling":
-            from bench.scaling import LENGTHS, bench_scaling, plot
-
-            for device in devices:
-                key = "scaling" if device == "cpu" else f"{device}_scaling"
-                report[key] = bench_scaling(tuple(args.lengths or LENGTHS), device=device, log=log)
-                plot(report[key], args.out / ("scaling.png" if device == "cpu" else f"scaling_{device}.png"))
-        elif part == "notebooks":
-            from bench.notebooks import bench_notebooks
-
-            report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
-                                                  log=log)
-        elif part == "autograde":
-            from bench.autograde import bench_autograde
-
-            report["autograde"] = bench_autograde(args.assignments, copies=args.copies, jobs=args.jobs,
-                                                  log=log)
+        try:
+            measure(part, args, devices, report)
+        except Exception as error:  # noqa: BLE001 - the other parts' figures still get written
+            log(f"  {part} failed: {type(error).__name__}: {error}")
+            parts[part]["error"] = f"{type(error).__name__}: {error}"
         parts[part]["seconds"] = round(time.monotonic() - part_started, 1)
     report["machine"]["load_average_end"] = report_.load_average()
     report["machine"]["bench_seconds"] = round(time.monotonic() - started, 1)
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     json_path, md_path = report_.write(report, args.out)
     print(report_.markdown(report))
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
-    return 0
+    return 1 if any("error" in part for part in report["machine"]["parts"].values()) else 0
 
 
 if __name__ == "__main__":

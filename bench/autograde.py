@@ -8,11 +8,13 @@ The class is ``grader.samples.benchmark_set``: for each assignment, a correct no
 and three broken ones (a wrong answer, a syntax error, an exception).
 
 On top of that, this module measures the overhead of grading over plain execution: the
-same submitted notebooks run with nbclient, just as they are (``COURSE_QUICK=1``, the
-short version grading runs too), with as many at once as the grader's jobs and the same
-threads per kernel. ``overhead_ratio`` is the grader's per-notebook time (restoring the
-hidden tests, running them, verifying the records, writing feedback) summed over the class,
-over the plain runs' time summed.
+correct submissions (the ones that run every cell of the notebook in full) run again with
+nbclient, just as they were handed in (``COURSE_QUICK=1``, the short version grading runs
+too), as many at once as the grader's jobs, with the same threads per kernel.
+``overhead_ratio`` is the grader's time for those notebooks (restoring the hidden tests,
+running them, verifying the records, writing feedback) over their plain runs' time. With at
+least as many correct submissions as jobs (the default: two assignments, two jobs) the plain
+runs share the CPUs as the graded ones did.
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ def gradable_assignments(root: Path = ROOT) -> list[str]:
     return sorted(p.name for p in (root / "solutions").iterdir()
                   if p.is_dir() and any(p.glob("*.ipynb"))
                   and any((root / "notebooks" / p.name).glob("*.ipynb")))
+
+
+def submission_key(path: Path) -> tuple[str, str]:
+    """``.../<student>/<assignment>/<notebook>.ipynb`` -> (student, assignment)."""
+    return path.parent.parent.name, path.parent.name
 
 
 def plain_seconds(notebooks: list[Path], jobs: int, threads: int) -> list[float]:
@@ -73,13 +80,15 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         side_by_side = benchmark_against_nbgrader(submitted, jobs=jobs, timeout=timeout, out=out)
         results = load_results(out)
         threads = max(1, available_cpus() // jobs)
-        plain = plain_seconds(notebooks, jobs, threads)
+        full_runs = [p for p in notebooks if submission_key(p)[0].startswith("correct")]
+        plain = dict(zip(map(submission_key, full_runs), plain_seconds(full_runs, jobs, threads)))
     figures = {key.split(".", 1)[1]: value for key, value in side_by_side.items()}
     graded = [r.elapsed_s for r in results.values() if r.elapsed_s]
     statuses = sorted(f"{s}/{a}: {r.status} {r.score:g}/{r.max_score:g}"
                       + (f" ({r.reason[:160]})" if r.status == "error" else "")
                       for (s, a), r in results.items())
-    overhead = sum(graded) / sum(plain) if graded and len(graded) == len(plain) else None
+    compared = [results[key].elapsed_s for key in plain if key in results]
+    overhead = sum(compared) / sum(plain.values()) if compared and len(compared) == len(plain) else None
     failed = [r for r in results.values() if r.status == "error" and r.retry]
     if failed:  # the grader's own failures: its time is not the time of grading
         figures["reason"] = (f"our grader failed on {len(failed)} of {len(results)} submissions "
@@ -96,7 +105,10 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         "submissions": statuses,
         "threads_per_kernel": threads,
         "grading_s_per_notebook": round(statistics.median(graded), 2) if graded else None,
-        "plain_s_per_notebook": round(statistics.median(plain), 2),
+        "overhead_compared": {f"{s}/{a}": {"grading_s": results[(s, a)].elapsed_s if (s, a) in results
+                                            else None, "plain_s": round(t, 2)}
+                              for (s, a), t in plain.items()},
+        "plain_s_per_notebook": round(statistics.median(plain.values()), 2) if plain else None,
         "overhead_ratio": round(overhead, 2) if overhead else None,
         "target_speedup": TARGET_SPEEDUP,
         "measured_with": "grader.autograde.benchmark_against_nbgrader (in-process autograde(), "

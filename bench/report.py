@@ -105,7 +105,7 @@ def notebooks_table(notebooks: dict) -> list[str]:
 
 def autograde_table(a: dict) -> list[str]:
     lines = [f"| stock nbgrader, serial (s) | ours, --jobs {a.get('jobs')} (s) | speedup | target "
-             "| grading per notebook (s) | plain run per notebook (s) | overhead ratio |",
+             "| grading per notebook (s) | plain run of a correct one (s) | overhead ratio |",
              "|---:|---:|---:|---:|---:|---:|---:|",
              (f"| {_num(a.get('serial_nbgrader_s'), '{:.1f}')} | {_num(a.get('parallel_s'), '{:.1f}')} "
               f"| {_num(a.get('speedup'))} | >= {a.get('target_speedup', 1.6)} "
@@ -116,7 +116,13 @@ def autograde_table(a: dict) -> list[str]:
     elif a.get("submissions"):
         lines.append(f"\n{a.get('notebooks', len(a['submissions']))} submissions of "
                      f"{', '.join(a.get('assignments', []))} (correct, wrong answer, syntax error, "
-                     f"exception), {a.get('threads_per_kernel')} thread(s) per kernel in our run.")
+                     f"exception), {a.get('threads_per_kernel')} thread(s) per kernel in our run; "
+                     f"CPU seconds: nbgrader {_num(a.get('serial_nbgrader_cpu_s'), '{:.0f}')}, ours "
+                     f"{_num(a.get('parallel_cpu_s'), '{:.0f}')}. Overhead ratio: our grading time of "
+                     "the correct submissions over their plain nbclient runs (same jobs and threads).")
+        if a.get("grading_phases_median_s"):
+            lines.append("Our grading per notebook, median seconds by step: " + ", ".join(
+                f"{k} {v:.2f}" for k, v in a["grading_phases_median_s"].items()) + ".")
         if a.get("score_differences"):
             lines.append(f"Scores that differ from stock nbgrader: {'; '.join(a['score_differences'])}.")
     return lines
@@ -155,6 +161,9 @@ def markdown(report: dict) -> str:
     """The readable report: the machine, then one table per part measured."""
     out = ["# Benchmarks", "", "Measured by `make bench` (`python -m bench`) in one run: "
            + machine_line(report["machine"]), ""]
+    failed = {k: p["error"] for k, p in report["machine"].get("parts", {}).items() if "error" in p}
+    if failed:
+        out += ["**Parts that failed:** " + "; ".join(f"{k}: {e}" for k, e in failed.items()), ""]
     if "notebooks" in report:
         out += ["## Solution notebooks, start to finish (kernel start included, full training)", "",
                 *notebooks_table(report["notebooks"]), ""]
