@@ -155,7 +155,7 @@ class Worker:
         try:
             os.write(self.jobs, (json.dumps(payload) + "\n").encode())
         except OSError:
-            raise WorkerFailed(f"the grading worker died; see {self.log}") from None
+            raise WorkerFailed(f"the grading worker died; see {self.where()}") from None
 
     def _read(self, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout
@@ -167,10 +167,14 @@ class Worker:
             if ready:
                 chunk = os.read(self.answers, 1 << 20)
                 if not chunk:
-                    raise WorkerFailed(f"the grading worker died; see {self.log}")
+                    raise WorkerFailed(f"the grading worker died; see {self.where()}")
                 self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return json.loads(line)
+
+    def where(self) -> str:
+        """The log, as a path relative to OUT (reasons must not depend on where OUT is)."""
+        return f"{self.log.parent.name}/{self.log.name}"
 
     def call(self, job: dict, timeout: float) -> dict:
         self._send(job)

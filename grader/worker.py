@@ -206,8 +206,17 @@ def grade(job: dict, settings: dict) -> Result:
         result.reason = f"the grader failed: {type(error).__name__}: {error}"
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    scrub(result, str(Path(settings["scratch"]).parent))
     result.elapsed_s = round(time.monotonic() - started, 2)
     return result
+
+
+def scrub(result: Result, scratch: str) -> None:
+    """Replace this run's temporary paths in messages: the same submission must give the
+    same row in any run (serial, parallel, sharded)."""
+    result.reason = result.reason.replace(scratch, "<scratch>")
+    result.notes = [n.replace(scratch, "<scratch>") for n in result.notes]
+    result.flags = [f.replace(scratch, "<scratch>") for f in result.flags]
 
 
 def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
@@ -360,35 +369,43 @@ def serve(jobs: int, answers: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     """``python -I -m grader.worker [--slots JOBS,ANSWERS;...]``.
 
-    Without ``--slots`` the worker talks over stdin/stdout. With it, the process imports
-    nbgrader and torch once, then forks one worker per extra slot (a fork server: the
-    imports are most of a worker's start-up), each with its own pair of pipes.
+    Without ``--slots`` the worker talks over stdin/stdout. With it, this process imports
+    nbgrader and torch once, then forks one worker per slot (a fork server: the imports are
+    most of a worker's start-up), each with its own pair of pipes, and waits for them. It
+    never grades itself, so learner code that kills its kernel's parent stops one worker,
+    not all of them.
     """
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--slots"]:
-        slots = [tuple(int(fd) for fd in pair.split(",")) for pair in argv[1].split(";")]
-    else:
-        slots = [(os.dup(0), os.dup(1))]
     os.dup2(2, 1)  # stray prints (ours, nbgrader's) go to the log, never to a protocol pipe
     sys.stdout = sys.stderr
     die_with_parent()
-    import grader.checks  # noqa: F401 - import torch and the checks now, not in the first job
+    if argv[:1] != ["--slots"]:
+        import grader.checks  # noqa: F401 - import torch and the checks before the first job
+
+        serve(os.dup(0), os.dup(1))
+        return 0
+    slots = [tuple(int(fd) for fd in pair.split(",")) for pair in argv[1].split(";")]
+    import grader.checks  # noqa: F401
     from grader import integrity  # noqa: F401
 
-    mine, children = slots[0], []
-    for slot in slots[1:]:
+    children = []
+    for slot in slots:
         pid = os.fork()
         if pid == 0:
             os.setsid()  # its own process group, so it can be stopped alone
             die_with_parent()
-            mine, children = slot, []
-            break
+            for other in slots:
+                if other != slot:
+                    for fd in other:
+                        os.close(fd)
+            try:
+                serve(*slot)
+            finally:
+                os._exit(0)  # never back into the fork loop, nor the parent's exit handlers
         children.append(pid)
     for slot in slots:
-        if slot != mine:
-            for fd in slot:
-                os.close(fd)
-    serve(*mine)
+        for fd in slot:
+            os.close(fd)
     for pid in children:
         os.waitpid(pid, 0)
     return 0

@@ -114,6 +114,8 @@ PLANTED: dict[str, Builder] = {
         "_forward = QKVProjection.forward\n"
         "def _crash(self, x):\n    import ctypes\n    ctypes.string_at(0)\n"
         "QKVProjection.forward = _crash")),
+    "kills-grader": lambda r, s: write(r, s, with_cell(
+        "check_qkv_projections", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")),
     "memory-bomb": lambda r, s: write(r, s, with_cell(
         "setup", "hoard = []\nwhile True:\n    hoard.append(bytearray(100_000_000))")),
     "output-flood": lambda r, s: write(r, s, with_cell(
