@@ -245,12 +245,12 @@ def test_interrupted_then_resumed_serial_run(batch, tmp_path, cache):
     assert lines_of((out / "grades.csv").read_text(), SMALL) == lines_of(batch["csv"], SMALL)
 
 
-def test_rerun_skips_unchanged_and_regrades_changed(batch, tmp_path):
+def test_rerun_skips_unchanged_and_regrades_changed(batch, cache):
     """Does a rerun skip unchanged submissions (retrying only the grader's own failures), and
     does a changed file change the content hash?"""
     retried = sorted(s for (s, _), r in batch["results"].items() if r.retry)
     assert retried == ["kills-grader"]  # the grader's failure, not a grade: tried again
-    summary = autograde(batch["root"], batch["out"], Options(jobs=2, **OPTIONS))
+    summary = autograde(batch["root"], batch["out"], Options(jobs=2, cache=cache, **OPTIONS))
     assert summary.graded == len(retried)
     assert summary.skipped == len(planted.PLANTED) - len(retried)
     assert (batch["out"] / "grades.csv").read_text() == batch["csv"]
