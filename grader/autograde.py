@@ -56,6 +56,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "solutions"
 GRADER_DIR = Path(__file__).resolve().parent
 WORKER_START_S = 300
+#: ``python -I -m grader.worker``, but first keeping out a slow import that nbformat never
+#: needs (see grader.submissions).
+WORKER_COMMAND = ["-I", "-c", "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+                  "from grader.worker import main; sys.exit(main(sys.argv[1:]))"]
 
 
 def available_cpus() -> int:
@@ -210,8 +214,7 @@ def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list
     theirs = [(jobs[0], answers[1]) for jobs, answers in pipes]
     with open(log, "ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-I", "-m", "grader.worker", "--slots",
-             ";".join(f"{r},{w}" for r, w in theirs)],
+            [sys.executable, *WORKER_COMMAND, "--slots", ";".join(f"{r},{w}" for r, w in theirs)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd=cwd,
             start_new_session=True, pass_fds=[fd for pair in theirs for fd in pair])
     for pair in theirs:

@@ -118,7 +118,7 @@ def check_records(folder: Path) -> tuple[dict[str, dict], list[str]]:
     return verdicts, problems
 
 
-def apply_integrity(result: Result, grade_ids: dict[str, str], verdicts: dict[str, dict]) -> None:
+def apply_integrity(result: Result, exercises: list[str], verdicts: dict[str, dict]) -> None:
     """Zero exercises whose passing test cell is not backed by a clean, verified record."""
     from grader.checks import EXERCISES
 
@@ -128,7 +128,7 @@ def apply_integrity(result: Result, grade_ids: dict[str, str], verdicts: dict[st
         if verdict["file"] != f"{exercise}.record.pt":
             result.flags.append(f"{exercise}: its record was saved under another name "
                                 f"({verdict['file']})")
-    for exercise in grade_ids:
+    for exercise in exercises:
         if exercise not in EXERCISES:
             continue  # not a hidden check of this course: nothing to verify
         points = result.points.get(exercise, 0)
@@ -220,6 +220,7 @@ def scrub(result: Result, scratch: str) -> None:
 
 
 def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
+    """Autograde, read back, verify, correct, write feedback: everything for one job."""
     student, assignment = job["student"], job["assignment"]
     clock = time.monotonic()
     root = prepare_course(job, scratch)
@@ -232,57 +233,76 @@ def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
     clock = time.monotonic()
     if runtime.parent != scratch:
         shutil.rmtree(runtime, ignore_errors=True)
-    try:
-        grades = engine.read_grades(root, assignment, student)
-    except Exception as error:  # noqa: BLE001 - nbgrader stopped before saving a submission
-        if run.ok:
-            raise
-        result.status = ERROR
-        result.reason = f"nbgrader could not grade this notebook: {run.log or error}"
+    grades = read_back(result, run, root)
+    if grades is None:
         return
-    grade_ids = {exercise_name(g): g for g in grades.max_points}
-    result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
-    result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
-    manual = [exercise_name(g) for g, p in grades.points.items() if p is None]
-    result.submitted_at, result.seconds_late = grades.timestamp, grades.seconds_late
-    if result.seconds_late > 0:
-        result.notes.append(f"submitted {result.seconds_late / 3600:.1f} h after the deadline")
-    verdicts, problems = check_records(records)
-    result.flags.extend(problems)
-    first = next(iter(verdicts.values()), {})
-    result.device, result.torch = first.get("device", ""), first.get("torch", "")
-    apply_integrity(result, grade_ids, verdicts)
-    errors, suspicious = [], []
-    notebooks = sorted(run.autograded(student, assignment).glob("*.ipynb"))
-    for path in notebooks:
-        notes, cell_errors, flagged = describe_cells(path, settings["timeout"])
-        result.notes.extend(notes)
-        errors.extend(cell_errors)
-        suspicious.extend(flagged)
-    result.flags.extend(f"review: {s}" for s in suspicious)
-    if errors:
-        result.notes.append(f"errors outside the test cells: {', '.join(errors[:3])}"
-                            + (f" and {len(errors) - 3} more" if len(errors) > 3 else ""))
-    if manual and run.ok:
-        result.notes.append(f"needs manual grading: {', '.join(manual)} (counted as 0)")
-    result.score = sum(result.points.values())
-    result.max_score = sum(result.max_points.values())
+    examine(result, run, records, settings["timeout"])
     conclude(result, run)
     verified = time.monotonic() - clock
     if run.ok:
-        corrected = {grade_ids[e]: p for e, p in result.points.items()
-                     if p != float(grades.points[grade_ids[e]] or 0)}
-        if corrected:
-            engine.override_scores(root, assignment, student, corrected)
-        engine.run_feedback(run, assignment, student, options, source)
-        if not run.feedback_ok:
-            result.notes.append(f"no feedback page: {run.log}")
-            conclude(result, run)
+        write_feedback(result, run, grades, options, source)
     clock = time.monotonic()
     publish(result, run, Path(settings["out"]))
     result.timings = {k: round(v, 2) for k, v in {
         "prepare": prepared, **run.timings, "verify": verified,
         "publish": time.monotonic() - clock}.items()}
+
+
+def read_back(result: Result, run: engine.NbgraderRun, root: Path
+              ) -> engine.GradebookGrades | None:
+    """Points, lateness from the scratch gradebook; None when nbgrader saved nothing."""
+    try:
+        grades = engine.read_grades(root, result.assignment, result.student_id)
+    except Exception as error:  # noqa: BLE001 - nbgrader stopped before saving a submission
+        if run.ok:
+            raise
+        result.status = ERROR
+        result.reason = f"nbgrader could not grade this notebook: {run.log or error}"
+        return None
+    result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
+    result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
+    result.submitted_at, result.seconds_late = grades.timestamp, grades.seconds_late
+    if result.seconds_late > 0:
+        result.notes.append(f"submitted {result.seconds_late / 3600:.1f} h after the deadline")
+    manual = [exercise_name(g) for g, p in grades.points.items() if p is None]
+    if manual and run.ok:
+        result.notes.append(f"needs manual grading: {', '.join(manual)} (counted as 0)")
+    return grades
+
+
+def examine(result: Result, run: engine.NbgraderRun, records: Path, timeout: int) -> None:
+    """Integrity records (verified here, a process that never ran learner code) and what
+    happened in the notebook's cells; fixes points and collects flags and notes."""
+    verdicts, problems = check_records(records)
+    result.flags.extend(problems)
+    first = next(iter(verdicts.values()), {})
+    result.device, result.torch = first.get("device", ""), first.get("torch", "")
+    apply_integrity(result, list(result.max_points), verdicts)
+    errors = []
+    for path in sorted(run.autograded(result.student_id, result.assignment).glob("*.ipynb")):
+        notes, cell_errors, suspicious = describe_cells(path, timeout)
+        result.notes.extend(notes)
+        errors.extend(cell_errors)
+        result.flags.extend(f"review: {s}" for s in suspicious)
+    if errors:
+        result.notes.append(f"errors outside the test cells: {', '.join(errors[:3])}"
+                            + (f" and {len(errors) - 3} more" if len(errors) > 3 else ""))
+    result.score = sum(result.points.values())
+    result.max_score = sum(result.max_points.values())
+
+
+def write_feedback(result: Result, run: engine.NbgraderRun, grades: engine.GradebookGrades,
+                   options: engine.GradingOptions, source: Path) -> None:
+    """Save corrected points as nbgrader manual scores, then nbgrader generate_feedback."""
+    by_exercise = {exercise_name(g): g for g in grades.points}
+    corrected = {by_exercise[e]: p for e, p in result.points.items()
+                 if p != float(grades.points[by_exercise[e]] or 0)}
+    if corrected:
+        engine.override_scores(run.root, result.assignment, result.student_id, corrected)
+    engine.run_feedback(run, result.assignment, result.student_id, options, source)
+    if not run.feedback_ok:
+        result.notes.append(f"no feedback page: {run.log}")
+        conclude(result, run)
 
 
 def conclude(result: Result, run: engine.NbgraderRun) -> None:
