@@ -84,3 +84,72 @@ def attention_maps_per_head(weights, query_labels, key_labels, *, title="One map
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def _median_seconds(repeats: int, function, *args) -> float:
+    """Median wall time of ``function(*args)`` over ``repeats`` runs, after one warm-up run."""
+    import statistics
+    import time
+
+    function(*args)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function(*args)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def measure_attention_cost(attention, lengths: Sequence[int], *, d: int = 64,
+                           repeats: int = 3) -> dict[str, list[float]]:
+    """Seconds per call of ``attention(Q, K, V)`` and of PyTorch's fused attention, and the
+    size (MB) of the weights ``attention`` returns and of Q, K, V, for each length n."""
+    import torch.nn.functional as F
+
+    cost = {"yours_s": [], "fused_s": [], "weights_mb": [], "inputs_mb": []}
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for n in lengths:
+            Q, K, V = (torch.randn(1, n, d, generator=generator) for _ in range(3))  # (1, n, d)
+            _, weights = attention(Q, K, V)  # weights: (1, n, n)
+            cost["weights_mb"].append(weights.nelement() * weights.element_size() / 2**20)
+            cost["inputs_mb"].append(3 * Q.nelement() * Q.element_size() / 2**20)
+            cost["yours_s"].append(_median_seconds(repeats, attention, Q, K, V))
+            cost["fused_s"].append(_median_seconds(repeats, F.scaled_dot_product_attention, Q, K, V))
+    return cost
+
+
+def attention_cost(attention, lengths: Sequence[int] = (64, 128, 256, 512, 1024, 2048), *,
+                   d: int = 64, repeats: int = 3):
+    """Figure: time and memory of ``attention(Q, K, V)`` against the sequence length n.
+
+    ``attention`` returns ``(output, weights)`` like the course's
+    ``scaled_dot_product_attention``. PyTorch's fused ``F.scaled_dot_product_attention``
+    is timed beside it. Both panels are log-log, so growth like n^2 is a straight line of
+    slope 2 (the dotted guide on the left; the weights on the right).
+    """
+    cost = measure_attention_cost(attention, lengths, d=d, repeats=repeats)
+    times = {"yours": cost["yours_s"], "F.scaled_dot_product_attention": cost["fused_s"]}
+    weight_mb, input_mb = cost["weights_mb"], cost["inputs_mb"]
+
+    fig, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for label, seconds in times.items():
+        ax_time.loglog(lengths, [s * 1e3 for s in seconds], "o-", label=label)
+    _n_squared_guide(ax_time, lengths, times["yours"][-1] * 1e3)
+    ax_time.set(title="Time per call", xlabel="sequence length n", ylabel="milliseconds")
+    ax_memory.loglog(lengths, weight_mb, "o-", label="weights (n × n)")
+    ax_memory.loglog(lengths, input_mb, "s-", label="Q, K, V (3 × n × d)")
+    ax_memory.set(title="Memory", xlabel="sequence length n", ylabel="MB (float32)")
+    for ax in (ax_time, ax_memory):
+        ax.set_xticks(lengths, [str(n) for n in lengths], minor=False)
+        ax.minorticks_off()
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _n_squared_guide(ax, lengths: Sequence[int], last_value: float) -> None:
+    """A dotted line growing like n^2 that ends at (lengths[-1], last_value)."""
+    top = lengths[-1]
+    ax.loglog(lengths, [last_value * (n / top) ** 2 for n in lengths], "k:", label="∝ n²")

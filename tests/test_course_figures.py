@@ -1,0 +1,42 @@
+"""Does the 10.2 cost figure measure what it says (the weights returned, both implementations)?"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+
+from course.plotting import attention_cost, measure_attention_cost  # noqa: E402
+from tests.notebook_code import load_solution_namespace  # noqa: E402
+
+LENGTHS = (8, 16, 32)
+
+
+@pytest.fixture(scope="module")
+def attention():
+    return load_solution_namespace("10.2-scaled-dot-product-attention")["scaled_dot_product_attention"]
+
+
+def test_cost_reports_the_returned_weights_and_inputs(attention):
+    cost = measure_attention_cost(attention, LENGTHS, d=4, repeats=1)
+    assert cost["weights_mb"] == [n * n * 4 / 2**20 for n in LENGTHS]
+    assert cost["inputs_mb"] == [3 * n * 4 * 4 / 2**20 for n in LENGTHS]
+    assert all(t > 0 for t in cost["yours_s"] + cost["fused_s"])
+
+
+def test_cost_reflects_what_the_function_returns():
+    """A function returning only the diagonal of the weights is reported as linear in n."""
+    def diagonal_only(Q, K, V):
+        return V, (Q * K).sum(-1)  # weights: (1, n)
+
+    cost = measure_attention_cost(diagonal_only, LENGTHS, d=4, repeats=1)
+    assert cost["weights_mb"] == [n * 4 / 2**20 for n in LENGTHS]
+
+
+def test_cost_figure_has_both_panels_and_the_guide(attention):
+    fig = attention_cost(attention, LENGTHS, d=4, repeats=1)
+    time_axis, memory_axis = fig.axes
+    assert [line.get_label() for line in time_axis.lines] == [
+        "yours", "F.scaled_dot_product_attention", "∝ n²"]
+    assert [line.get_label() for line in memory_axis.lines] == ["weights (n × n)", "Q, K, V (3 × n × d)"]
+    assert list(memory_axis.lines[0].get_ydata()) == [n * n * 4 / 2**20 for n in LENGTHS]
