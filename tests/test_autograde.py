@@ -22,10 +22,11 @@ import pytest
 import torch
 
 from grader import report
-from grader.autograde import Options, autograde
+from grader.autograde import Options, autograde, heaviest_first
 from grader.merge import merge
 from grader.sandbox import Limits, SandboxConfig, _readable_by, kernel_env, probe, resolve_user
 from grader.submissions import (
+    Submission,
     content_hash,
     course_assignments,
     discover,
@@ -389,6 +390,16 @@ def test_shards_partition_deterministically(tmp_path):
     for bad in ("0/2", "3/2", "x"):
         with pytest.raises(SystemExit, match="K/N"):
             parse_shard(bad)
+
+
+def test_queue_starts_with_the_heaviest_assignment():
+    """Are assignments worth more points (longer to grade) queued first, each in its own order?"""
+    assignments = course_assignments(ROOT / "solutions")
+    subs = [Submission(student, name) for student in ("a", "b")
+            for name in ("10.1-self-attention", "10.6-encoder-decoder", "10.2-scaled-dot-product-attention")]
+    order = [(s.assignment[:4], s.student) for s in heaviest_first(subs, assignments)]
+    assert order == [("10.6", "a"), ("10.6", "b"), ("10.2", "a"), ("10.2", "b"),
+                     ("10.1", "a"), ("10.1", "b")]
 
 
 def test_timestamps():
