@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
@@ -88,9 +90,6 @@ def attention_maps_per_head(weights, query_labels, key_labels, *, title="One map
 
 def _median_seconds(repeats: int, function, *args) -> float:
     """Median wall time of ``function(*args)`` over ``repeats`` runs, after one warm-up run."""
-    import statistics
-    import time
-
     function(*args)
     times = []
     for _ in range(repeats):
@@ -100,22 +99,33 @@ def _median_seconds(repeats: int, function, *args) -> float:
     return statistics.median(times)
 
 
-def measure_attention_cost(attention, lengths: Sequence[int], *, d: int = 64,
-                           repeats: int = 3) -> dict[str, list[float]]:
+def measure_attention_cost(attention, lengths: Sequence[int], *, d: int = 64, repeats: int = 3,
+                           max_call_s: float = 0.5) -> dict[str, list]:
     """Seconds per call of ``attention(Q, K, V)`` and of PyTorch's fused attention, and the
-    size (MB) of the weights ``attention`` returns and of Q, K, V, for each length n."""
+    size (MB) of the weights ``attention`` returns and of Q, K, V, for each length n.
+
+    Lengths stop growing once one call of ``attention`` takes more than ``max_call_s``
+    (a loop-based attention would otherwise run for minutes); ``lengths`` in the result
+    says which were measured.
+    """
     import torch.nn.functional as F
 
-    cost = {"yours_s": [], "fused_s": [], "weights_mb": [], "inputs_mb": []}
+    cost = {"lengths": [], "yours_s": [], "fused_s": [], "weights_mb": [], "inputs_mb": []}
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         for n in lengths:
             Q, K, V = (torch.randn(1, n, d, generator=generator) for _ in range(3))  # (1, n, d)
+            start = time.perf_counter()
             _, weights = attention(Q, K, V)  # weights: (1, n, n)
+            first_call_s = time.perf_counter() - start
+            too_slow = first_call_s > max_call_s
+            cost["lengths"].append(n)
             cost["weights_mb"].append(weights.nelement() * weights.element_size() / 2**20)
             cost["inputs_mb"].append(3 * Q.nelement() * Q.element_size() / 2**20)
-            cost["yours_s"].append(_median_seconds(repeats, attention, Q, K, V))
+            cost["yours_s"].append(first_call_s if too_slow else _median_seconds(repeats, attention, Q, K, V))
             cost["fused_s"].append(_median_seconds(repeats, F.scaled_dot_product_attention, Q, K, V))
+            if too_slow:
+                break
     return cost
 
 
@@ -129,6 +139,7 @@ def attention_cost(attention, lengths: Sequence[int] = (64, 128, 256, 512, 1024,
     slope 2 (the dotted guide on the left; the weights on the right).
     """
     cost = measure_attention_cost(attention, lengths, d=d, repeats=repeats)
+    lengths = cost["lengths"]
     times = {"yours": cost["yours_s"], "F.scaled_dot_product_attention": cost["fused_s"]}
     weight_mb, input_mb = cost["weights_mb"], cost["inputs_mb"]
 

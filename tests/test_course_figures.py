@@ -1,5 +1,7 @@
 """Does the 10.2 cost figure measure what it says (the weights returned, both implementations)?"""
 
+import time
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -40,3 +42,16 @@ def test_cost_figure_has_both_panels_and_the_guide(attention):
         "yours", "F.scaled_dot_product_attention", "∝ n²"]
     assert [line.get_label() for line in memory_axis.lines] == ["weights (n × n)", "Q, K, V (3 × n × d)"]
     assert list(memory_axis.lines[0].get_ydata()) == [n * n * 4 / 2**20 for n in LENGTHS]
+
+
+def test_cost_stops_growing_when_a_call_gets_slow(attention):
+    """A slow (loop-like) attention is not run at every length: measuring stops after the slow one."""
+    def slow_from_32(Q, K, V):
+        if Q.shape[-2] >= 32:
+            time.sleep(0.3)
+        return attention(Q, K, V)
+
+    cost = measure_attention_cost(slow_from_32, (8, 16, 32, 64, 128), d=4, repeats=1, max_call_s=0.15)
+    assert cost["lengths"] == [8, 16, 32]
+    assert len(cost["yours_s"]) == len(cost["fused_s"]) == len(cost["weights_mb"]) == 3
+    assert cost["yours_s"][-1] >= 0.3
