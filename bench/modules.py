@@ -21,7 +21,6 @@ operators taking most self CPU time), the evidence for where a ratio comes from.
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.timing import calls_per_round, interleaved_medians
+from grader.checks.s10_6 import sinusoidal_table
 
 TARGET_RATIO = 1.5
 A_10_3 = "10.3-multi-head-attention"
@@ -173,16 +173,6 @@ def bench_block(ns: dict, cfg: ModelConfig, device: torch.device, repeats: int,
 # ---------------------------------------------------------------- the full model
 
 
-def sinusoidal_encoding(max_len: int, d_model: int) -> torch.Tensor:
-    """(max_len, d_model) fixed positions of "Attention Is All You Need"."""
-    position = torch.arange(max_len).unsqueeze(1)  # (max_len, 1)
-    freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))  # (d/2,)
-    pe = torch.zeros(max_len, d_model)
-    pe[:, 0::2] = torch.sin(position * freq)
-    pe[:, 1::2] = torch.cos(position * freq)
-    return pe
-
-
 class TorchSeq2Seq(nn.Module):
     """Embeddings + sinusoidal positions -> ``nn.Transformer`` -> linear to target logits.
 
@@ -197,7 +187,7 @@ class TorchSeq2Seq(nn.Module):
         self.pad = pad
         self.src_embed = nn.Embedding(n_src, cfg.d_model)
         self.tgt_embed = nn.Embedding(n_tgt, cfg.d_model)
-        self.register_buffer("pe", sinusoidal_encoding(max_len, cfg.d_model))
+        self.register_buffer("pe", sinusoidal_table(max_len, cfg.d_model, torch.float32, "cpu"))
         self.transformer = nn.Transformer(cfg.d_model, cfg.num_heads, cfg.num_layers,
                                           cfg.num_layers, cfg.d_ff, cfg.dropout, batch_first=True)
         self.transformer.encoder.norm = None
