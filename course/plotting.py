@@ -139,17 +139,15 @@ def attention_cost(attention, lengths: Sequence[int] = (64, 128, 256, 512, 1024,
     slope 2 (the dotted guide on the left; the weights on the right).
     """
     cost = measure_attention_cost(attention, lengths, d=d, repeats=repeats)
-    lengths = cost["lengths"]
-    times = {"yours": cost["yours_s"], "F.scaled_dot_product_attention": cost["fused_s"]}
-    weight_mb, input_mb = cost["weights_mb"], cost["inputs_mb"]
+    lengths = cost["lengths"]  # those measured
 
     fig, (ax_time, ax_memory) = plt.subplots(1, 2, figsize=(10, 3.6))
-    for label, seconds in times.items():
-        ax_time.loglog(lengths, [s * 1e3 for s in seconds], "o-", label=label)
-    _n_squared_guide(ax_time, lengths, times["yours"][-1] * 1e3)
+    for label, key in (("yours", "yours_s"), ("F.scaled_dot_product_attention", "fused_s")):
+        ax_time.loglog(lengths, [s * 1e3 for s in cost[key]], "o-", label=label)
+    _n_squared_guide(ax_time, lengths, cost["yours_s"][-1] * 1e3)
     ax_time.set(title="Time per call", xlabel="sequence length n", ylabel="milliseconds")
-    ax_memory.loglog(lengths, weight_mb, "o-", label="weights (n × n)")
-    ax_memory.loglog(lengths, input_mb, "s-", label="Q, K, V (3 × n × d)")
+    ax_memory.loglog(lengths, cost["weights_mb"], "o-", label="weights (n × n)")
+    ax_memory.loglog(lengths, cost["inputs_mb"], "s-", label="Q, K, V (3 × n × d)")
     ax_memory.set(title="Memory", xlabel="sequence length n", ylabel="MB (float32)")
     for ax in (ax_time, ax_memory):
         ax.set_xticks(lengths, [str(n) for n in lengths], minor=False)

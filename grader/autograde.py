@@ -444,8 +444,7 @@ def heaviest_first(subs: list[Submission], assignments: dict[str, Assignment]) -
     within an assignment, and so every grade, is unchanged.
     """
     def points(sub: Submission) -> float:
-        assignment = assignments.get(sub.assignment)
-        return sum(p for _, p in assignment.exercises) if assignment else 0.0
+        return sum(p for _, p in assignments[sub.assignment].exercises)
 
     return sorted(subs, key=points, reverse=True)
 
