@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # nbgrader runs tools of the venv (alembic) by name: put them on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install lab test notebooks bench browser-deps clean
+.PHONY: install lab test test-fast notebooks bench browser-deps clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -28,6 +28,10 @@ browser-deps:
 ## Install everything and run the whole test suite.
 test: install browser-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
+
+## The edit-test loop: no kernels, no nbgrader runs, no browser (under a minute).
+test-fast: install
+	$(PYTHON) -m pytest -n 2 -m "not slow and not browser"
 
 ## Regenerate notebooks/ from solutions/ with nbgrader.
 notebooks: install

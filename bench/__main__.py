@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from bench import BENCH_DIR
+from bench import BENCH_DIR, cpu_seconds
 from bench import report as report_
 
 PARTS = ("modules", "scaling", "notebooks", "autograde")
@@ -42,14 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and of every finished process it started (kernels included)."""
-    import resource
-
-    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def measure(part: str, args: argparse.Namespace, devices: list[str], report: dict) -> None:

@@ -1,11 +1,10 @@
 """Grading a class: stock serial ``nbgrader autograde`` against ours, on the same submissions.
 
-The side-by-side measurement is the grader's own
-``grader.autograde.benchmark_against_nbgrader`` (stock serial ``nbgrader autograde`` per
-assignment in a scratch course, ``generate_assignment`` before the clock starts; then
-``autograde(..., Options(jobs=...))``, the function behind ``python -m grader autograde``).
-The class is ``grader.samples.benchmark_set``: for each assignment, a correct notebook
-and three broken ones (a wrong answer, a syntax error, an exception).
+The side-by-side measurement is :func:`benchmark_against_nbgrader` (stock serial ``nbgrader
+autograde`` per assignment in a scratch course, ``generate_assignment`` before the clock
+starts; then ``autograde(..., Options(jobs=...))``, the function behind ``python -m grader
+autograde``). The class is :func:`bench.samples.benchmark_set`: for each assignment, a
+correct notebook and three broken ones (a wrong answer, a syntax error, an exception).
 
 On top of that, this module measures the overhead of grading over plain execution: the
 correct submissions (the ones that run every cell of the notebook in full) run again with
@@ -19,13 +18,24 @@ runs share the CPUs as the graded ones did.
 
 from __future__ import annotations
 
+import os
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench import ROOT
+from bench import ROOT, cpu_seconds
 from bench.notebooks import run_once
+from bench.samples import benchmark_set
+from grader.autograde import report
+from grader.autograde.cache import warm_cache
+from grader.autograde.options import Options, available_cpus
+from grader.autograde.run import autograde
+from grader.paths import NBGRADER_CONFIG, with_python_tools
 
 TARGET_SPEEDUP = 1.6
 KEYS = ("serial_nbgrader_s", "parallel_s", "jobs", "speedup", "overhead_ratio")
@@ -49,6 +59,83 @@ def submission_key(path: Path) -> tuple[str, str]:
     return path.parent.parent.name, path.parent.name
 
 
+def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
+                   solutions: Path = ROOT / "solutions") -> tuple[float, float, dict]:
+    """Wall and CPU seconds of stock serial ``nbgrader autograde`` on ``submissions``; scores.
+
+    ``generate_assignment`` (setup, not grading) runs before the clock starts. The kernels
+    get ``COURSE_QUICK=1`` as ours do, so both grade the same short version of a notebook.
+    """
+    from grader.autograde.submissions import find_root
+
+    with tempfile.TemporaryDirectory(prefix="cg-stock-") as scratch:
+        course = Path(scratch)
+        shutil.copy(NBGRADER_CONFIG, course / "nbgrader_config.py")
+        for name in assignments:
+            shutil.copytree(solutions / name, course / "solutions" / name)
+        shutil.copytree(find_root(submissions, set(assignments)), course / "submitted")
+        env = with_python_tools({**os.environ, "COURSE_QUICK": "1"})
+        env.pop("COURSE_GRADING_DIR", None)
+        base = [sys.executable, "-m", "nbgrader"]
+        for name in assignments:
+            subprocess.run(base + ["generate_assignment", name, "--force", "--log-level=ERROR"],
+                           cwd=course, env=env, check=True, capture_output=True)
+        started, cpu = time.monotonic(), cpu_seconds()
+        for name in assignments:
+            subprocess.run(base + ["autograde", name, "--force", "--log-level=ERROR",
+                                   f"--Execute.timeout={timeout}"],
+                           cwd=course, env=env, capture_output=True)
+        elapsed, cpu = time.monotonic() - started, cpu_seconds() - cpu
+        from nbgrader.api import Gradebook
+
+        scores = {}
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            for name in assignments:
+                for submission in gb.assignment_submissions(name):
+                    scores[(submission.student_id, name)] = submission.score
+    return elapsed, cpu, scores
+
+
+def benchmark_against_nbgrader(submissions: Path, jobs: int = 2, timeout: int = 60,
+                               out: Path | None = None) -> dict:
+    """Time stock serial ``nbgrader autograde`` and ``autograde --jobs`` on the same set.
+
+    Setup is left out of both clocks: ``generate_assignment`` for nbgrader, the template
+    gradebooks and the sandbox check (:func:`warm_cache`) for ours. Returns the keys the
+    benchmark report uses (``autograde.serial_nbgrader_s``, ``autograde.parallel_s``,
+    ``autograde.jobs``, ``autograde.speedup``), the CPU seconds of both, the number of
+    notebooks and CPUs, and the submissions whose total differs between the two (expected
+    only where ours is stricter or more forgiving by design: integrity flags, stderr
+    warnings, dead kernels).
+    """
+    submissions = Path(submissions)
+    notebooks = sorted(submissions.glob("*/*/*.ipynb"))
+    assignments = sorted({p.parent.name for p in notebooks})
+    serial, serial_cpu, stock_scores = stock_nbgrader(submissions, assignments, timeout)
+    with tempfile.TemporaryDirectory(prefix="cg-bench-") as scratch:
+        target = Path(out) if out else Path(scratch) / "out"
+        if target.exists():
+            shutil.rmtree(target)
+        options = Options(jobs=jobs, timeout=timeout, progress=False,
+                          cache=Path(scratch) / "cache")
+        warm_cache(assignments, options, target)
+        started, cpu = time.monotonic(), cpu_seconds()
+        autograde(submissions, target, options)
+        parallel, parallel_cpu = time.monotonic() - started, cpu_seconds() - cpu
+        ours = report.load_results(target)
+    differ = sorted(f"{s}/{a}: nbgrader {stock_scores.get((s, a))}, ours {r.score} ({r.status})"
+                    for (s, a), r in ours.items()
+                    if stock_scores.get((s, a)) is not None
+                    and abs(stock_scores[(s, a)] - r.score) > 1e-9)
+    return {"autograde.serial_nbgrader_s": round(serial, 2),
+            "autograde.parallel_s": round(parallel, 2),
+            "autograde.jobs": jobs,
+            "autograde.speedup": round(serial / parallel, 2),
+            "autograde.serial_nbgrader_cpu_s": round(serial_cpu, 2),
+            "autograde.parallel_cpu_s": round(parallel_cpu, 2),
+            "autograde.notebooks": len(notebooks),
+            "autograde.cpus": available_cpus(),
+            "autograde.score_differences": differ}
 def plain_seconds(notebooks: list[Path], jobs: int, threads: int) -> list[float]:
     """Each notebook run plainly by nbclient, ``jobs`` at a time, ``threads`` per kernel."""
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -63,12 +150,6 @@ def plain_seconds(notebooks: list[Path], jobs: int, threads: int) -> list[float]
 def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs: int = 2,
                     timeout: int = 60, log=print) -> dict:
     """The ``autograde.*`` figures: serial stock nbgrader, ours with ``jobs``, overhead."""
-    try:
-        from grader.autograde import available_cpus, benchmark_against_nbgrader
-        from grader.report import load_results
-        from grader.samples import benchmark_set
-    except ImportError as error:
-        return unavailable(f"python -m grader autograde is not available: {error}", jobs)
     names = assignments or gradable_assignments()[-2:]
     if not names:
         return unavailable("no assignment has both solutions/ and notebooks/ yet", jobs)
@@ -78,7 +159,7 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         log(f"  autograde: {len(notebooks)} submissions of {', '.join(names)}")
         out = Path(scratch) / "out"
         side_by_side = benchmark_against_nbgrader(submitted, jobs=jobs, timeout=timeout, out=out)
-        results = load_results(out)
+        results = report.load_results(out)
         threads = max(1, available_cpus() // jobs)
         full_runs = [p for p in notebooks if submission_key(p)[0].startswith("correct")]
         plain = dict(zip(map(submission_key, full_runs), plain_seconds(full_runs, jobs, threads)))
@@ -111,7 +192,7 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         "plain_s_per_notebook": round(statistics.median(plain.values()), 2) if plain else None,
         "overhead_ratio": round(overhead, 2) if overhead else None,
         "target_speedup": TARGET_SPEEDUP,
-        "measured_with": "grader.autograde.benchmark_against_nbgrader (in-process autograde(), "
+        "measured_with": "bench.autograde.benchmark_against_nbgrader (in-process autograde(), "
                          "the function behind python -m grader autograde)",
     })
     log(f"  autograde: nbgrader serial {figures['serial_nbgrader_s']} s, ours --jobs {jobs} "

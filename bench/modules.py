@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.timing import calls_per_round, interleaved_medians
-from grader.checks.s10_6 import sinusoidal_table
+from grader.checks.common import sinusoidal_table
 
 TARGET_RATIO = 1.5
 A_10_3 = "10.3-multi-head-attention"
@@ -53,7 +53,7 @@ class ModelConfig:
 
 def solution(assignment: str) -> dict | None:
     """The namespace of ``assignment``'s solution notebook, or None while it does not exist."""
-    from tests.notebook_code import load_solution_namespace, notebook_path
+    from bench.samples import load_solution_namespace, notebook_path
 
     try:
         notebook_path(assignment)

@@ -2,7 +2,7 @@
 
 Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
-  verify     re-check saved records in a clean process (see grader.integrity)
+  verify     re-check saved records in a clean process (see grader.autograde.verify)
   student-bundle  build the public student release (notebooks, helpers, data, badges)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
@@ -15,9 +15,11 @@ import json
 import sys
 from pathlib import Path
 
+from grader.errors import GraderError, UsageError
+
 
 def _generate(args: argparse.Namespace) -> int:
-    from grader.release import generate
+    from grader.publish.generate import generate
 
     for name in generate(args.assignments or None, force=args.force):
         print(f"generated notebooks/{name}")
@@ -25,7 +27,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from grader.integrity import verify_records
+    from grader.autograde.verify import verify_records
 
     verdicts = verify_records(Path(args.records))
     print(json.dumps({k: {"passed": v.passed, "flags": list(v.flags)} for k, v in verdicts.items()},
@@ -34,7 +36,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _student_bundle(args: argparse.Namespace) -> int:
-    from grader.bundle import build_student_bundle
+    from grader.publish.bundle import build_student_bundle
 
     out = build_student_bundle(Path(args.out), repository=args.repository, branch=args.branch)
     print(f"student release written to {out} (no solutions, hidden tests or checks inside)")
@@ -43,7 +45,7 @@ def _student_bundle(args: argparse.Namespace) -> int:
 
 def _deadlines(values: list[str]) -> dict[str, str]:
     """``--deadline ISO`` (every assignment) or ``--deadline ASSIGNMENT=ISO``, checked."""
-    from grader.submissions import parse_timestamp
+    from grader.autograde.submissions import parse_timestamp
 
     deadlines = {}
     for value in values or []:
@@ -51,15 +53,16 @@ def _deadlines(values: list[str]) -> dict[str, str]:
         try:
             parse_timestamp(when)
         except (ValueError, OverflowError):
-            raise SystemExit(f"--deadline {value!r}: expected an ISO time such as "
+            raise UsageError(f"--deadline {value!r}: expected an ISO time such as "
                              "2026-12-01T23:59:00+01:00 (no offset means UTC).") from None
         deadlines[name] = when
     return deadlines
 
 
 def _autograde(args: argparse.Namespace) -> int:
-    from grader.autograde import Options, autograde
-    from grader.submissions import parse_shard
+    from grader.autograde.options import Options
+    from grader.autograde.run import autograde
+    from grader.autograde.submissions import parse_shard
 
     options = Options(timeout=args.timeout, shard=parse_shard(args.shard), force=args.force,
                       deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
@@ -74,7 +77,7 @@ def _autograde(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from grader.merge import merge
+    from grader.autograde.merge import merge
 
     path = merge([Path(p) for p in args.outputs], Path(args.out))
     print(f"merged {len(args.outputs)} shard outputs into {path}")
@@ -139,8 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; a problem the user can fix is one line on stderr and exit 1 or 2."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except GraderError as error:
+        print(f"{args.command}: {error}", file=sys.stderr)
+        return error.exit_code
 
 
 if __name__ == "__main__":

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import csv
 import io
-from pathlib import Path
 
 import pytest
 
-from grader import report, samples
-from grader.autograde import Options, autograde, benchmark_against_nbgrader
-from grader.submissions import course_assignments
+from bench import samples
+from bench.autograde import benchmark_against_nbgrader
+from grader.autograde import report
+from grader.autograde.options import Options
+from grader.autograde.run import autograde
+from grader.autograde.submissions import course_assignments
+from grader.paths import assignment_names
+from tests.conftest import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
 
 
 def sections() -> list[str]:
@@ -38,8 +42,9 @@ def graded(tmp_path_factory):
 
 
 def test_every_section_is_found():
-    """Are the sections discovered from solutions/ (at least 10.1)?"""
-    assert "10.1-self-attention" in sections()
+    """Is every assignment of solutions/ a section here, with its learner notebook?"""
+    assert sections() == assignment_names(ROOT / "solutions")
+    assert len(sections()) >= 6 and sections()[0] == "10.1-self-attention"
 
 
 def test_perfect_submissions_get_full_marks(graded):

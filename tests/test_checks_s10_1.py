@@ -7,12 +7,8 @@ from torch import nn
 
 from grader.checks import s10_1
 from tests.check_helpers import assert_fails, assert_passes
-from tests.notebook_code import load_solution_namespace
 
-
-@pytest.fixture(scope="module")
-def solution():
-    return load_solution_namespace("10.1-self-attention")
+ASSIGNMENT = "10.1-self-attention"
 
 
 def test_solution_passes(solution):

@@ -8,12 +8,8 @@ import torch.nn.functional as F
 
 from grader.checks import s10_2
 from tests.check_helpers import assert_fails, assert_passes
-from tests.notebook_code import load_solution_namespace
 
-
-@pytest.fixture(scope="module")
-def solution():
-    return load_solution_namespace("10.2-scaled-dot-product-attention")
+ASSIGNMENT = "10.2-scaled-dot-product-attention"
 
 
 def test_solution_passes(solution):

@@ -9,12 +9,8 @@ from torch import nn
 
 from grader.checks import s10_3
 from tests.check_helpers import assert_fails, assert_passes
-from tests.notebook_code import load_solution_namespace
 
-
-@pytest.fixture(scope="module")
-def solution():
-    return load_solution_namespace("10.3-multi-head-attention")
+ASSIGNMENT = "10.3-multi-head-attention"
 
 
 def test_solution_passes(solution):

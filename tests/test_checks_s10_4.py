@@ -11,7 +11,6 @@ from torch import nn
 
 from grader.checks import s10_4
 from tests.check_helpers import assert_fails
-from tests.notebook_code import load_solution_namespace
 
 ASSIGNMENT = "10.4-positional-encoding"
 
@@ -23,11 +22,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return load_solution_namespace(ASSIGNMENT)
 
 
 def test_solution_passes(solution):

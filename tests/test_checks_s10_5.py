@@ -11,11 +11,17 @@ from torch import nn
 
 from grader.checks import s10_5
 from tests.check_helpers import assert_fails
-from tests.notebook_code import load_solution_namespace
 
-SOLUTION = load_solution_namespace("10.5-transformer-block")
-MultiHeadAttention = SOLUTION["MultiHeadAttention"]  # given to the learner, read-only
-FeedForwardSolution = SOLUTION["FeedForward"]
+ASSIGNMENT = "10.5-transformer-block"
+MultiHeadAttention = FeedForwardSolution = None  # the notebook's: set by given_code below
+
+
+@pytest.fixture(autouse=True, scope="module")
+def given_code(solution):
+    """The notebook's given MultiHeadAttention (read-only for the learner) and the solution's
+    FeedForward, as this module's globals for the classes below (loaded at the first test)."""
+    globals().update(MultiHeadAttention=solution["MultiHeadAttention"],
+                     FeedForwardSolution=solution["FeedForward"])
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -27,10 +33,10 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_solution_passes():
+def test_solution_passes(solution):
     """Does the reference solution pass both checks?"""
-    s10_5.check_FeedForward(SOLUTION["FeedForward"])
-    s10_5.check_TransformerBlock(SOLUTION["TransformerBlock"])
+    s10_5.check_FeedForward(solution["FeedForward"])
+    s10_5.check_TransformerBlock(solution["TransformerBlock"])
 
 
 def test_every_exercise_is_registered():

@@ -9,14 +9,16 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 from course.plotting import attention_cost, measure_attention_cost  # noqa: E402
-from tests.notebook_code import load_solution_namespace  # noqa: E402
 
 LENGTHS = (8, 16, 32)
 
 
+ASSIGNMENT = "10.2-scaled-dot-product-attention"
+
+
 @pytest.fixture(scope="module")
-def attention():
-    return load_solution_namespace("10.2-scaled-dot-product-attention")["scaled_dot_product_attention"]
+def attention(solution):
+    return solution["scaled_dot_product_attention"]
 
 
 def test_cost_reports_the_returned_weights_and_inputs(attention):

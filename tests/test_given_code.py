@@ -5,7 +5,10 @@ import ast
 import nbformat
 import pytest
 
-from grader.release import SOURCE, assignments
+from grader.paths import assignment_names as assignments
+from grader.paths import solutions_dir
+
+SOURCE = solutions_dir()
 
 ASSIGNMENTS = assignments()
 MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")

@@ -6,15 +6,11 @@ import types
 import pytest
 import torch
 
-from grader import integrity
-from grader.checks import core, s10_2
+from grader.autograde import verify
+from grader.checks import core, integrity, s10_2
 from tests.check_helpers import assert_fails
-from tests.notebook_code import load_solution_namespace
 
-
-@pytest.fixture()
-def solution():
-    return load_solution_namespace("10.2-scaled-dot-product-attention")
+ASSIGNMENT = "10.2-scaled-dot-product-attention"
 
 
 @pytest.fixture()
@@ -68,7 +64,7 @@ def test_edited_check_function_is_caught(monkeypatch):
 def test_record_round_trip_passes(records, solution):
     """Does a correct submission's record verify in a clean process?"""
     s10_2.check_softmax(solution["softmax"])
-    verdicts = integrity.verify_records(records)
+    verdicts = verify.verify_records(records)
     assert verdicts["softmax"].passed and not verdicts["softmax"].flags
 
 
@@ -78,7 +74,7 @@ def test_edited_comparison_is_caught_by_clean_verification(records, monkeypatch)
     monkeypatch.setattr(integrity, "tamper_report", lambda: [])  # the cheat also silenced the scan
     s10_2.check_softmax(wrong_softmax)  # passes in the kernel: the comparison was neutralised
     monkeypatch.undo()  # the clean process has the real functions
-    verdict = integrity.verify_records(records)["softmax"]
+    verdict = verify.verify_records(records)["softmax"]
     assert not verdict.passed
     assert "do not match the reference in a clean process" in verdict.reason
 
@@ -86,7 +82,7 @@ def test_edited_comparison_is_caught_by_clean_verification(records, monkeypatch)
 def test_forbidden_call_is_flagged_in_the_record(records):
     """Is calling the reference recorded as a flag for the grade report?"""
     assert_fails(s10_2.check_softmax, lambda x, dim=-1: torch.softmax(x, dim), "No credit")
-    verdict = integrity.verify_records(records)["softmax"]
+    verdict = verify.verify_records(records)["softmax"]
     assert not verdict.passed
     assert any("torch.softmax" in flag for flag in verdict.flags)
 
@@ -95,11 +91,11 @@ def test_edited_record_is_caught(records, solution):
     """Does a record whose outputs were altered after the check fail verification?"""
     s10_2.check_softmax(solution["softmax"])
     path = records / f"softmax{integrity.RECORD_SUFFIX}"
-    record = integrity.load_record(path)
+    record = verify.load_record(path)
     first = next(iter(record["cases"].values()))
     first["output"] += 1.0
     torch.save(record, path)
-    assert not integrity.verify_records(records)["softmax"].passed
+    assert not verify.verify_records(records)["softmax"].passed
 
 
 def test_no_record_outside_grading(tmp_path, monkeypatch, solution):

@@ -3,7 +3,9 @@
 import subprocess
 import sys
 
-from grader.release import ROOT
+from grader.paths import course_root
+
+ROOT = course_root()
 
 
 def test_ruff_check_passes():

@@ -1,13 +1,18 @@
 """Does stock nbgrader run the course end to end: generate, submit, autograde, export?"""
 
 import csv
+import os
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from grader.release import ROOT, put_python_tools_on_path
+from grader.paths import NBGRADER_CONFIG, course_root, with_python_tools
+
+pytestmark = pytest.mark.slow  # starts kernels
+
+ROOT = course_root()
 
 ASSIGNMENT = "10.1-self-attention"
 NOTEBOOK = "self_attention.ipynb"
@@ -15,8 +20,8 @@ NOTEBOOK = "self_attention.ipynb"
 
 def nbgrader(course, *args):
     """Run an nbgrader command in ``course``; fail with its log on error."""
-    put_python_tools_on_path()  # nbgrader calls alembic by name
     result = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course,
+                            env=with_python_tools(dict(os.environ)),  # it runs alembic by name
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -26,7 +31,7 @@ def nbgrader(course, *args):
 def graded_course(tmp_path_factory):
     """A temporary course where alice submits the solution and bob the untouched notebook."""
     course = tmp_path_factory.mktemp("course")
-    shutil.copy(ROOT / "grader" / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copy(NBGRADER_CONFIG, course / "nbgrader_config.py")
     shutil.copytree(ROOT / "solutions" / ASSIGNMENT, course / "solutions" / ASSIGNMENT)
     nbgrader(course, "generate_assignment", ASSIGNMENT, "--force")
     for student, folder in (("alice", "solutions"), ("bob", "notebooks")):

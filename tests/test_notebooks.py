@@ -1,25 +1,30 @@
 """Do the notebooks run top to bottom: the instructor's with every test passing, the learner's
 with no error but the NotImplementedError of unfinished exercises?"""
 
-import os
 import time
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader.release import assignments
-from tests.notebook_code import notebook_path
+from bench.samples import notebook_path
+from grader.paths import assignment_names as assignments
+
+pytestmark = pytest.mark.slow  # starts kernels
 
 ASSIGNMENTS = assignments()
 
 
-def execute(path, env_quick=True):
+@pytest.fixture(autouse=True)
+def quick_kernels(monkeypatch):
+    """Kernels run the short version of long cells, and draw without a screen."""
+    monkeypatch.setenv("COURSE_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+
+def execute(path):
     """Run a notebook in a fresh kernel; returns (seconds, [(cell index, error name, message)])."""
     nb = nbformat.read(path, as_version=4)
-    if env_quick:
-        os.environ["COURSE_QUICK"] = "1"
-    os.environ.setdefault("MPLBACKEND", "Agg")
     start = time.perf_counter()
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(path.parent)}}).execute()

@@ -13,8 +13,13 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from grader import bundle
-from grader.release import RELEASE, ROOT
+from grader.paths import course_root
+from grader.publish import bundle
+
+pytestmark = pytest.mark.slow  # starts kernels
+
+ROOT = course_root()
+RELEASE = ROOT / "notebooks"
 
 # Start a kernel in which the editable install of this repository is invisible.
 HIDE_COURSE = (

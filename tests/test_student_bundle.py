@@ -4,8 +4,12 @@ import json
 
 import pytest
 
-from grader import bundle
-from grader.release import RELEASE
+from grader.errors import PublishError
+from grader.paths import course_root
+from grader.publish import bundle
+
+ROOT = course_root()
+RELEASE = ROOT / "notebooks"
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +27,7 @@ def test_bundle_has_what_learners_need(release):
 
 def test_bundle_leaks_nothing(release):
     """Is there no solution, hidden test, check code or instructor folder in the bundle?"""
-    assert bundle.find_leaks(release) == []
+    assert bundle.find_leaks(release, ROOT / "solutions") == []
     assert not (release / "grader").exists() and not (release / "solutions").exists()
     text = "\n".join(p.read_text(errors="replace") for p in release.rglob("*") if p.is_file()
                      and p.suffix in {".py", ".ipynb", ".md"})
@@ -41,7 +45,7 @@ def test_leak_detector_catches_a_planted_solution(release, tmp_path):
     code["source"] = ["scores = scores.masked_fill(~mask, float(\"-inf\"))  # blocked pairs get weight 0\n"]
     notebook.write_text(json.dumps(planted))
     try:
-        leaks = bundle.find_leaks(release)
+        leaks = bundle.find_leaks(release, ROOT / "solutions")
         assert any("solution line" in leak for leak in leaks)
     finally:
         code["source"] = original
@@ -58,12 +62,12 @@ def test_badges_point_at_real_notebooks(release):
 
 def test_refuses_to_overwrite(release):
     """Does building into a non-empty folder stop instead of overwriting it?"""
-    with pytest.raises(SystemExit, match="not empty"):
+    with pytest.raises(PublishError, match="not empty"):
         bundle.build_student_bundle(release)
 
 
 def test_readme_badges_match_the_notebooks():
     """Does the README carry a Binder badge and one Colab badge per learner notebook?"""
-    readme = (bundle.ROOT / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     assert bundle.badges(bundle.DEFAULT_REPOSITORY) in readme, (
-        "README badges are stale: paste grader.bundle.badges(DEFAULT_REPOSITORY) into README.md")
+        "README badges are stale: paste grader.publish.bundle.badges(DEFAULT_REPOSITORY) into README.md")

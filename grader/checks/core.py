@@ -9,13 +9,13 @@ known wrong variants ("mistakes") to name the likely bug.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode, resolve_name
+
+from grader.checks.tripwire import Forbidden, watching
 
 Outputs = dict[str, torch.Tensor]
 
@@ -90,23 +90,9 @@ def randn(shape, g: torch.Generator, dtype: torch.dtype, device: torch.device, s
 # ---------------------------------------------------------------- running learner code
 
 
-class ReferenceTripwire(TorchFunctionMode):
-    """Notes every call to one of the ``forbidden`` torch functions while it is active."""
-
-    def __init__(self, forbidden: frozenset[str]):
-        super().__init__()
-        self.forbidden = forbidden
-        self.hits: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = resolve_name(func) or getattr(func, "__name__", "")
-        if name in self.forbidden:
-            self.hits.add(name)
-        return func(*args, **(kwargs or {}))
-
-
 def forbidden_call_message(exercise: str, hits: set[str]) -> str:
-    names = ", ".join(sorted(hits))
+    plain = {hit for hit in hits if "operator" not in hit}  # named by the function, if seen
+    names = ", ".join(sorted(plain or hits))
     return (
         f"No credit for {exercise}: it calls {names}, the PyTorch function it is graded "
         "against. Write it from tensor primitives (matmul, exp, sum, masked_fill, ...)."
@@ -129,18 +115,17 @@ def explain_exception(exercise: str, error: Exception, case: Case) -> str:
     return f"{exercise} raised {type(error).__name__} in {case}: {text}"
 
 
-def call_learner(exercise: str, forbidden: frozenset[str], case: Case, fn, *args, **kwargs):
-    """Call learner code with the tripwire on; turn its exceptions into CheckFailures."""
-    tripwire = ReferenceTripwire(forbidden)
+def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
+    """Call learner code under the tripwires; turn its exceptions into CheckFailures."""
     try:
-        with tripwire:
+        with watching(forbidden) as hits:
             result = fn(*args, **kwargs)
     except CheckFailure:
         raise
     except Exception as error:  # noqa: BLE001 - any learner error becomes a message
         raise CheckFailure(explain_exception(exercise, error, case)) from None
-    if tripwire.hits:
-        raise ForbiddenCall(forbidden_call_message(exercise, tripwire.hits), tripwire.hits)
+    if hits:
+        raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
     return result
 
 
@@ -231,14 +216,6 @@ def compare_outputs(exercise: str, case: Case, got: Outputs, expected: Outputs,
         raise CheckFailure(message + (f"\n{hint}" if hint else ""))
 
 
-def is_finite(outputs: Outputs) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in outputs.values())
-
-
 def detach_outputs(outputs: Outputs) -> Outputs:
     """Plain CPU tensors, safe to save and compare in another process."""
     return {k: v.detach().as_subclass(torch.Tensor).to("cpu").clone() for k, v in outputs.items()}
-
-
-def scaled(x: torch.Tensor, d: int) -> torch.Tensor:
-    return x / math.sqrt(d)

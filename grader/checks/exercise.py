@@ -1,8 +1,8 @@
 """An exercise's hidden check: run every case, compare, diagnose, record.
 
-A section module (``s10_2`` ...) defines one :class:`Exercise` subclass per exercise and
-exposes ``check_<name> = exercise.check``; the hidden test cell calls that function with
-the learner's function or class.
+A section module (``s10_2`` ...) defines one :class:`Exercise` subclass per exercise, lists
+one instance of each in ``EXERCISES`` and binds ``check_<name>`` to that instance's
+``check``; the hidden test cell calls that function with the learner's function or class.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from grader import integrity
+from grader.checks import integrity
 from grader.checks.core import (
     Case,
     CheckFailure,
     ForbiddenCall,
     Mistake,
     Outputs,
+    call_learner,
     compare_outputs,
     detach_outputs,
     exact_matmul,
@@ -26,6 +27,7 @@ from grader.checks.core import (
     grading_device,
     randn,
 )
+from grader.checks.tripwire import NOTHING, Forbidden
 
 
 class Exercise:
@@ -33,7 +35,7 @@ class Exercise:
 
     name: str = ""
     reference_name: str = "the PyTorch reference"
-    forbidden: frozenset[str] = frozenset()
+    forbidden: Forbidden = NOTHING
     mistakes: Mapping[str, Mistake] = {}
 
     def cases(self) -> Sequence[Case]:
@@ -178,10 +180,8 @@ def load_parameters(module: torch.nn.Module, values: Mapping[str, torch.Tensor],
     return {name: params[name] for name in values}
 
 
-def build_module(exercise: str, forbidden: frozenset[str], case: Case, cls, *args, **kwargs):
+def build_module(exercise: str, forbidden: Forbidden, case: Case, cls, *args, **kwargs):
     """Instantiate the learner's class; its errors become CheckFailures."""
-    from grader.checks.core import call_learner
-
     module = call_learner(exercise, forbidden, case, cls, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         raise CheckFailure(f"{exercise}(...) should create an nn.Module, got {type(module).__name__}.")

@@ -17,6 +17,7 @@ from grader.checks.exercise import (
     load_parameters,
     seeded_parameters,
 )
+from grader.checks.tripwire import LINEAR
 
 QKV = ("Q", "K", "V")
 
@@ -60,7 +61,7 @@ def _swapped_qk(case: Case, device: torch.device) -> Outputs:
 
 class QKVProjections(Exercise):
     name = "qkv_projections"
-    forbidden = frozenset({"torch.nn.functional.linear"})
+    forbidden = LINEAR
     mistakes = {
         "swapped": Mistake("W_q and W_k swapped (Q computed with W_k)",
                            "Q = X @ W_q, K = X @ W_k, V = X @ W_v.", _swapped_qk),
@@ -145,6 +146,8 @@ class QKVProjectionModule(Exercise):
         check_device_independence(self.name, on)
 
 
-EXERCISES = [QKVProjections(), QKVProjectionModule()]
-check_qkv_projections = EXERCISES[0].check
-check_QKVProjection = EXERCISES[1].check
+qkv_projections = QKVProjections()
+qkv_projection_module = QKVProjectionModule()
+EXERCISES = [qkv_projections, qkv_projection_module]
+check_qkv_projections = qkv_projections.check
+check_QKVProjection = qkv_projection_module.check

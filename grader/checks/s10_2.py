@@ -11,6 +11,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from grader.checks.common import attention_weights, case_mask
 from grader.checks.core import (
     Case,
     CheckFailure,
@@ -23,12 +24,7 @@ from grader.checks.core import (
     randn,
 )
 from grader.checks.exercise import Exercise, check_device_independence, forward_backward
-
-SOFTMAX_NAMES = frozenset({
-    "torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax",
-    "torch.special.softmax", "torch.nn.functional.log_softmax", "torch.log_softmax",
-    "torch.Tensor.log_softmax",
-})
+from grader.checks.tripwire import ATTENTION, SOFTMAX
 
 # ---------------------------------------------------------------- softmax
 
@@ -61,7 +57,7 @@ def _naive_softmax(x, dim):
 
 class Softmax(Exercise):
     name = "softmax"
-    forbidden = SOFTMAX_NAMES
+    forbidden = SOFTMAX
     mistakes = {
         "last_axis": Mistake("a softmax over the last axis whatever dim says",
                              "Use the dim argument in max, sum and keepdim=True.",
@@ -101,27 +97,6 @@ class Softmax(Exercise):
 NAMES = ("output", "weights")
 
 
-def _mask(kind: str, lead: tuple, n_q: int, n_k: int, g: torch.Generator) -> torch.Tensor | None:
-    """A boolean mask (True = may attend) that leaves every query at least one key."""
-    if kind == "none":
-        return None
-    causal = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
-    if kind == "causal":
-        return causal  # (n_q, n_k), broadcast over leading dims
-    batch = lead[0] if lead else 1
-    lengths = torch.randint(max(1, n_k - 2), n_k + 1, (batch,), generator=g)
-    lengths[0] = n_k - 2  # at least one padded sequence
-    padding = torch.arange(n_k) < lengths[:, None]  # (B, n_k)
-    padding = padding.view(batch, *([1] * (len(lead) - 1)), 1, n_k)  # (B, [1,] 1, n_k)
-    if kind == "padding":
-        return padding
-    if kind == "padding+causal":
-        return padding & causal
-    random = torch.rand(*lead, n_q, n_k, generator=g) < 0.6
-    random[..., 0] = True  # key 0 always visible: no query is left without a key
-    return random
-
-
 ATTENTION_SHAPES = {  # lead, n_q, n_k, d_k, d_v: every dimension differs
     "2-D": ((), 3, 5, 4, 6),
     "3-D": ((2,), 3, 5, 4, 6),
@@ -154,16 +129,8 @@ def attention_inputs(case: Case, device: torch.device):
     x = {"Q": randn((*lead, n_q, d_k), g, case.dtype, device, scale),
          "K": randn((*lead, n_k, d_k), g, case.dtype, device, scale),
          "V": randn((*lead, n_k, d_v), g, case.dtype, device)}
-    mask = _mask(case.params["mask"], lead, n_q, n_k, g)
+    mask = case_mask(case.params["mask"], lead, n_q, n_k, g)
     return {k: v.requires_grad_() for k, v in x.items()}, None if mask is None else mask.to(device)
-
-
-def attention_weights(Q, K, mask, scale: float | None = None, fill=float("-inf"), dim=-1):
-    """softmax(QK^T * scale) with masked scores set to ``fill``; scale defaults to 1/sqrt(d_k)."""
-    scores = Q @ K.transpose(-2, -1) * (scale if scale is not None else 1 / math.sqrt(Q.shape[-1]))
-    if mask is not None:
-        scores = scores.masked_fill(~mask, fill)
-    return torch.softmax(scores, dim=dim)
 
 
 def _attention_outputs(case, device, attend) -> Outputs:
@@ -223,8 +190,7 @@ def _reference_attention(Q, K, V, mask):
 
 class ScaledDotProductAttention(Exercise):
     name = "scaled_dot_product_attention"
-    forbidden = frozenset({"torch.nn.functional.scaled_dot_product_attention",
-                           "torch.nn.functional.multi_head_attention_forward"})
+    forbidden = ATTENTION
     mistakes = ATTENTION_MISTAKES
 
     def cases(self):
@@ -295,7 +261,10 @@ class DotProductVariance(Exercise):
                                f"within {RELATIVE_TOLERANCE:.0%} of what theory predicts. {hint}")
 
 
-EXERCISES = [Softmax(), ScaledDotProductAttention(), DotProductVariance()]
-check_softmax = EXERCISES[0].check
-check_scaled_dot_product_attention = EXERCISES[1].check
-check_dot_product_variance = EXERCISES[2].check
+softmax = Softmax()
+attention = ScaledDotProductAttention()
+variance = DotProductVariance()
+EXERCISES = [softmax, attention, variance]
+check_softmax = softmax.check
+check_scaled_dot_product_attention = attention.check
+check_dot_product_variance = variance.check

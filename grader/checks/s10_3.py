@@ -11,6 +11,7 @@ import math
 
 import torch
 
+from grader.checks.common import case_mask, reference_merge, reference_split
 from grader.checks.core import (
     Case,
     Mistake,
@@ -30,10 +31,7 @@ from grader.checks.exercise import (
     load_parameters,
     seeded_parameters,
 )
-from grader.checks.s10_2 import _mask
-
-FORBIDDEN = frozenset({"torch.nn.functional.scaled_dot_product_attention",
-                       "torch.nn.functional.multi_head_attention_forward"})
+from grader.checks.tripwire import ATTENTION
 
 # ---------------------------------------------------------------- split and merge
 
@@ -44,16 +42,6 @@ HEAD_CASES = [  # B, n, d_model, h: all different where possible
     Case("one feature per head", 503, {"shape": (2, 3, 4), "h": 4}),
     Case("float32", 504, {"shape": (2, 3, 12), "h": 3}, dtype=torch.float32),
 ]
-
-
-def reference_split(x: torch.Tensor, h: int) -> torch.Tensor:
-    B, n, d = x.shape  # batch, sequence, d_model
-    return x.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d_h)
-
-
-def reference_merge(x: torch.Tensor) -> torch.Tensor:
-    B, h, n, d_h = x.shape
-    return x.transpose(1, 2).reshape(B, n, h * d_h)  # (B, n, d_model)
 
 
 def _split_input(case, device):
@@ -153,7 +141,7 @@ def mha_inputs(case: Case, device: torch.device):
     x = {n: randn((B, m, d_model), g, case.dtype, device) for n, m in zip(names, (n_q, n_k, n_k))}
     if n_q == n_k:  # self-attention: queries, keys and values come from one sequence
         x["key"], x["value"] = x["query"].clone(), x["query"].clone()
-    mask = _mask(case.params["mask"], (B, 1), n_q, n_k, g)
+    mask = case_mask(case.params["mask"], (B, 1), n_q, n_k, g)
     params = seeded_parameters(_parameter_shapes(d_model, case.params.get("bias", True)), case, device)
     leaves = {k: v.requires_grad_() for k, v in x.items()}
     return leaves, None if mask is None else mask.to(device), params
@@ -236,7 +224,7 @@ MHA_MISTAKES = {
 
 class MultiHeadAttentionModule(Exercise):
     name = "MultiHeadAttention"
-    forbidden = FORBIDDEN
+    forbidden = ATTENTION
     mistakes = MHA_MISTAKES
 
     def cases(self):
@@ -272,7 +260,10 @@ class MultiHeadAttentionModule(Exercise):
         check_device_independence(self.name, on)
 
 
-EXERCISES = [SplitHeads(), MergeHeads(), MultiHeadAttentionModule()]
-check_split_heads = EXERCISES[0].check
-check_merge_heads = EXERCISES[1].check
-check_MultiHeadAttention = EXERCISES[2].check
+split_heads = SplitHeads()
+merge_heads = MergeHeads()
+multi_head_attention = MultiHeadAttentionModule()
+EXERCISES = [split_heads, merge_heads, multi_head_attention]
+check_split_heads = split_heads.check
+check_merge_heads = merge_heads.check
+check_MultiHeadAttention = multi_head_attention.check

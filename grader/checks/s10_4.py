@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from grader.checks.common import F64, encoding, encoding_table, frequencies
 from grader.checks.core import (
     Case,
     CheckFailure,
@@ -38,54 +39,10 @@ from grader.checks.exercise import (
     forward_backward,
 )
 
-F64 = torch.float64
-
 
 def angle_tolerance(max_position: float) -> float:
     """Absolute tolerance for float32 sines and cosines of angles up to ``max_position``."""
     return 5e-7 * max_position + 2e-6
-
-
-# ---------------------------------------------------------------- the reference formula
-
-
-def frequencies(d_model: int, device: torch.device, *, exponent: str = "2i/d",
-                inverted: bool = False) -> torch.Tensor:
-    """omega_i = 10000^(-2i/d_model) for every pair i (ceil(d_model / 2) of them), float64.
-
-    ``exponent`` and ``inverted`` switch on known mistakes: "i/d" (the pair index without the
-    factor 2), "4i/d" (the column index 2i used where i belongs), and omega = 10000^(+2i/d).
-    """
-    pair = torch.arange((d_model + 1) // 2, dtype=F64, device=device)
-    power = {"2i/d": 2 * pair / d_model, "i/d": pair / d_model, "4i/d": 4 * pair / d_model}[exponent]
-    base = torch.full_like(power, 10000.0)
-    return torch.pow(base, power if inverted else -power)
-
-
-def encoding(positions: torch.Tensor, d_model: int, *, swap: bool = False, halves: bool = False,
-             cos_column: bool = False, **omega_mistakes) -> torch.Tensor:
-    """PE[pos] for float64 ``positions``: (len(positions), d_model), float64.
-
-    ``swap`` puts the cosine in the even columns; ``halves`` writes all sines first and all
-    cosines after them instead of interleaving the pairs; ``cos_column`` gives the cosine of
-    column 2i+1 the exponent (2i+1)/d_model (its own column index) instead of 2i/d_model.
-    """
-    omega = frequencies(d_model, positions.device, **omega_mistakes)
-    angle = positions.to(F64)[:, None] * omega  # (P, ceil(d_model / 2))
-    first, second = (angle.cos(), angle.sin()) if swap else (angle.sin(), angle.cos())
-    if cos_column:
-        odd = torch.arange(1, 2 * omega.shape[0], 2, dtype=F64, device=positions.device)
-        second = (positions.to(F64)[:, None] * torch.pow(10000.0, -odd / d_model)).cos()
-    if halves:
-        return torch.cat([first, second[:, : d_model // 2]], dim=-1)
-    return torch.stack([first, second], dim=-1).flatten(-2)[:, :d_model]  # s0 c0 s1 c1 ...
-
-
-def encoding_table(max_len: int, d_model: int, device: torch.device, *, start: int = 0,
-                   **mistakes) -> torch.Tensor:
-    """The (max_len, d_model) float64 table of positions start .. start + max_len - 1."""
-    positions = torch.arange(start, start + max_len, dtype=F64, device=device)
-    return encoding(positions, d_model, **mistakes)
 
 
 # ---------------------------------------------------------------- comparing with a tolerance
@@ -478,7 +435,10 @@ class RelativeShiftMatrix(Exercise):
         expect_value_error(self.name, lambda: impl(1, 7), "for an odd d_model=7")
 
 
-EXERCISES = [SinusoidalPositionalEncoding(), PositionalEncodingModule(), RelativeShiftMatrix()]
-check_sinusoidal_positional_encoding = EXERCISES[0].check
-check_PositionalEncoding = EXERCISES[1].check
-check_relative_shift_matrix = EXERCISES[2].check
+sinusoidal_positional_encoding = SinusoidalPositionalEncoding()
+positional_encoding = PositionalEncodingModule()
+relative_shift_matrix = RelativeShiftMatrix()
+EXERCISES = [sinusoidal_positional_encoding, positional_encoding, relative_shift_matrix]
+check_sinusoidal_positional_encoding = sinusoidal_positional_encoding.check
+check_PositionalEncoding = positional_encoding.check
+check_relative_shift_matrix = relative_shift_matrix.check

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from grader.checks.common import attention_weights, case_mask, reference_merge, reference_split
 from grader.checks.core import (
     Case,
     CheckFailure,
@@ -37,14 +38,7 @@ from grader.checks.exercise import (
     load_parameters,
     seeded_parameters,
 )
-from grader.checks.s10_2 import _mask, attention_weights
-from grader.checks.s10_3 import reference_merge, reference_split
-
-FORBIDDEN = frozenset({
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch._transformer_encoder_layer_fwd",
-    "torch._native_multi_head_attention",
-})
+from grader.checks.tripwire import MULTIHEAD, Forbidden
 
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
@@ -133,7 +127,7 @@ def _torch_ffn(case: Case, device: torch.device) -> Outputs:
     return forward_backward(lambda: (linear2(phi(linear1(x))),), ("output",), leaves, case.seed)
 
 
-def check_dropout_modes(exercise: str, forbidden: frozenset[str], make, x: torch.Tensor) -> None:
+def check_dropout_modes(exercise: str, forbidden: Forbidden, make, x: torch.Tensor) -> None:
     """With dropout=0.5: eval() gives the dropout-free output; train() changes it.
 
     ``make(dropout)`` builds the learner's module; the two modules share their weights.
@@ -243,7 +237,7 @@ def block_inputs(case: Case, device: torch.device):
     B, n, d_model, h, d_ff = case.params["dims"]
     g = generator(case.seed)
     x = randn((B, n, d_model), g, case.dtype, device).requires_grad_()
-    mask = _mask(case.params["mask"], (B, h), n, n, g)
+    mask = case_mask(case.params["mask"], (B, h), n, n, g)
     params = {k: v.requires_grad_() for k, v in
               seeded_parameters(block_shapes(d_model, d_ff), case, device).items()}
     return x, None if mask is None else mask.to(device), params
@@ -404,7 +398,7 @@ def check_structure(exercise: str, module: torch.nn.Module) -> None:
 
 class TransformerBlockModule(Exercise):
     name = "TransformerBlock"
-    forbidden = FORBIDDEN
+    forbidden = MULTIHEAD
     mistakes = BLOCK_MISTAKES
 
     def cases(self):
@@ -456,6 +450,8 @@ class TransformerBlockModule(Exercise):
         check_device_independence(self.name, on)
 
 
-EXERCISES = [FeedForwardModule(), TransformerBlockModule()]
-check_FeedForward = EXERCISES[0].check
-check_TransformerBlock = EXERCISES[1].check
+feed_forward = FeedForwardModule()
+transformer_block = TransformerBlockModule()
+EXERCISES = [feed_forward, transformer_block]
+check_FeedForward = feed_forward.check
+check_TransformerBlock = transformer_block.check

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from grader.checks.common import sinusoidal_table
 from grader.checks.core import (
     Case,
     CheckFailure,
@@ -45,13 +46,9 @@ from grader.checks.exercise import (
     load_parameters,
     seeded_parameters,
 )
+from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
-FORBIDDEN = frozenset({
-    "torch.nn.functional.scaled_dot_product_attention",
-    "torch.nn.functional.multi_head_attention_forward",
-    "torch._transformer_encoder_layer_fwd",
-    "torch._native_multi_head_attention",
-})
+FORBIDDEN = ATTENTION | MULTIHEAD
 
 
 def _as_float(mask: torch.Tensor) -> torch.Tensor:
@@ -561,17 +558,6 @@ def transformer_shapes(case: Case) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
-def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype, device) -> torch.Tensor:
-    """The positional-encoding table of 10.4, computed in float64: (max_len, d_model)."""
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
-    angles = pos / 10000 ** (two_i / d_model)  # (max_len, ceil(d/2))
-    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angles)
-    pe[:, 1::2] = torch.cos(angles[:, : d_model // 2])
-    return pe.to(device, dtype)
-
-
 def _token_ids(shape, vocab: int, pad: int, g: torch.Generator) -> torch.Tensor:
     """Random ids in [0, vocab) that are never pad."""
     ids = torch.randint(0, vocab - 1, shape, generator=g)
@@ -969,9 +955,14 @@ class GreedyDecode(Exercise):
         return "Take the argmax over the vocabulary (dim=-1) of the logits at the last position."
 
 
-EXERCISES = [CausalMask(), PaddingMask(), DecoderBlockModule(), TransformerModel(), GreedyDecode()]
-check_causal_mask = EXERCISES[0].check
-check_padding_mask = EXERCISES[1].check
-check_DecoderBlock = EXERCISES[2].check
-check_Transformer = EXERCISES[3].check
-check_greedy_decode = EXERCISES[4].check
+causal_mask = CausalMask()
+padding_mask = PaddingMask()
+decoder_block = DecoderBlockModule()
+transformer = TransformerModel()
+greedy_decode = GreedyDecode()
+EXERCISES = [causal_mask, padding_mask, decoder_block, transformer, greedy_decode]
+check_causal_mask = causal_mask.check
+check_padding_mask = padding_mask.check
+check_DecoderBlock = decoder_block.check
+check_Transformer = transformer.check
+check_greedy_decode = greedy_decode.check

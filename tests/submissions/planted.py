@@ -1,7 +1,7 @@
 """Planted submissions of 10.1 for the autograde tests: one student per way to go wrong.
 
 Every entry builds one student's folder (``<student>/10.1-self-attention/...``) from the
-solved notebook (:func:`grader.samples.solved`). The learner code in them is written here,
+solved notebook (:func:`bench.samples.solved`). The learner code in them is written here,
 independently of the grader. 10.1 has two exercises: ``qkv_projections`` (2 points) and
 ``QKVProjection`` (2 points).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import samples
+from bench import samples
 
 ASSIGNMENT = "10.1-self-attention"
 DEADLINE = "2026-12-01T23:59:00+00:00"

@@ -11,21 +11,20 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-SOURCE = ROOT / "solutions"
-RELEASE = ROOT / "notebooks"
+from grader.errors import PublishError, UsageError
+from grader.paths import (
+    NBGRADER_CONFIG,
+    assignment_names,
+    release_dir,
+    solutions_dir,
+    with_python_tools,
+)
 
 
-def assignments(source: Path = SOURCE) -> list[str]:
-    """Assignment folders of the course, in section order."""
-    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
-
-
-def edited_notebooks(release: Path = RELEASE) -> list[str]:
+def edited_notebooks(release: Path) -> list[str]:
     """Committed learner notebooks with uncommitted edits (empty outside a git checkout)."""
     if not release.is_dir():
         return []
@@ -36,21 +35,14 @@ def edited_notebooks(release: Path = RELEASE) -> list[str]:
     return [line[3:] for line in result.stdout.splitlines() if line.endswith(".ipynb")]
 
 
-def put_python_tools_on_path() -> None:
-    """nbgrader runs tools installed beside Python (alembic) by name: make them findable."""
-    tools = str(Path(sys.executable).parent)
-    if tools not in os.environ.get("PATH", "").split(os.pathsep):
-        os.environ["PATH"] = tools + os.pathsep + os.environ.get("PATH", "")
-
-
 def nbgrader_api(course: Path):
     """nbgrader's Python API on the course directory ``course``, with the course's config."""
-    put_python_tools_on_path()
+    os.environ.update(with_python_tools(dict(os.environ)))
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
 
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT / "grader")).load_config()
+    config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
     config.CourseDirectory.root = str(course)
     config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
@@ -67,25 +59,29 @@ def generate_assignments(names: list[str], source: Path, release: Path) -> None:
             result = api.generate_assignment(name, force=True)
             if not result["success"]:
                 detail = (result.get("error") or result.get("log") or "")[-3000:]
-                raise RuntimeError(f"nbgrader could not generate {source / name}:\n{detail}")
+                raise PublishError(f"nbgrader could not generate {source / name}:\n{detail}")
             # Copy over, never delete: files of the learner's own in the folder stay.
             shutil.copytree(course / "notebooks" / name, release / name, dirs_exist_ok=True)
 
 
 def generate(names: list[str] | None = None, force: bool = False,
-             release: Path = RELEASE) -> list[str]:
-    """Regenerate ``release`` (``notebooks/``); returns the assignments written."""
+             release: Path | None = None, source: Path | None = None) -> list[str]:
+    """Regenerate ``release`` (default ``notebooks/``) from ``source`` (default
+    ``solutions/``); returns the assignments written."""
+    release = release or release_dir()
+    source = source or solutions_dir()
     edited = edited_notebooks(release)
     if edited and not force:
-        raise SystemExit(
+        raise PublishError(
             "Refusing to overwrite learner notebooks with uncommitted changes:\n  "
             + "\n  ".join(edited)
             + "\nCommit or move that work first, or pass --force to discard it."
         )
-    names = names or assignments()
-    unknown = [name for name in names if not (SOURCE / name).is_dir()]
+    names = names or assignment_names(source)
+    unknown = [name for name in names if not (source / name).is_dir()]
     if unknown:
-        raise SystemExit(f"No assignment {unknown[0]!r} in {SOURCE}; choose from {assignments()}.")
+        raise UsageError(f"No assignment {unknown[0]!r} in {source}; choose from "
+                         f"{assignment_names(source)}.")
     release.mkdir(exist_ok=True)
-    generate_assignments(names, SOURCE, release)
+    generate_assignments(names, source, release)
     return names

@@ -1,25 +1,57 @@
-"""Sample submissions built from the course's own notebooks: for tests and benchmarks.
+"""The course's own notebooks as code and as sample submissions: for tests and benchmarks.
 
-A *solved* submission is the learner notebook (``notebooks/``) with every solution cell
-filled in from the instructor notebook (``solutions/``), markers removed: what a perfect
-learner hands in. :func:`plant` changes one cell of it to make a planted submission.
+:func:`load_solution_namespace` runs the given and solution cells of an instructor
+notebook and returns its namespace (the reference implementations, to check the checks
+and to benchmark). A *solved* submission is the learner notebook (``notebooks/``) with
+every solution cell filled in from the instructor notebook (``solutions/``), markers
+removed: what a perfect learner hands in. :func:`plant` changes one cell of it to make a
+planted submission.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from pathlib import Path
 
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench import ROOT
+
+
+def notebook_path(assignment: str, folder: str = "solutions", root: Path = ROOT) -> Path:
+    """The one notebook of ``assignment`` under ``folder`` (solutions/ or notebooks/)."""
+    (path,) = sorted((root / folder / assignment).glob("*.ipynb"))
+    return path
 
 
 def notebook_name(assignment: str, root: Path = ROOT) -> str:
-    (path,) = sorted((root / "solutions" / assignment).glob("*.ipynb"))
-    return path.name
+    return notebook_path(assignment, root=root).name
+
+
+def exercise_cells(path: Path) -> list[str]:
+    """Sources of the setup, given (read-only) and solution cells, in notebook order."""
+    nb = nbformat.read(path, as_version=4)
+    sources = []
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta and not meta.get("grade"):
+            sources.append(cell.source)
+    return sources
+
+
+@functools.cache
+def load_solution_namespace(assignment: str) -> dict:
+    """The namespace after running the setup, given and solution cells of ``assignment``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    namespace: dict = {"__name__": f"solution_{assignment.replace('.', '_').replace('-', '_')}"}
+    for source in exercise_cells(notebook_path(assignment)):
+        exec(compile(source, f"<{assignment}>", "exec"), namespace)  # noqa: S102 - our own notebooks
+    return namespace
 
 
 def solved(assignment: str, root: Path = ROOT) -> NotebookNode:
@@ -48,11 +80,6 @@ def cell_index(nb: NotebookNode, grade_id: str) -> int:
 def solution_ids(nb: NotebookNode) -> list[str]:
     return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
             if c.metadata.get("nbgrader", {}).get("solution")]
-
-
-def grade_ids(nb: NotebookNode) -> list[str]:
-    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-            if c.metadata.get("nbgrader", {}).get("grade")]
 
 
 def plant(nb: NotebookNode, grade_id: str, source: str, append: bool = True) -> NotebookNode:

@@ -2,7 +2,7 @@
 
 Learner code runs inside an IPython kernel that nbgrader starts. The grading worker never
 runs learner code itself; it starts every kernel through this module's launcher (a
-kernelspec whose ``argv`` is ``python -m grader.sandbox kernel CONFIG -- CONNECTION``).
+kernelspec whose ``argv`` is ``python -m grader.autograde.sandbox kernel CONFIG -- CONNECTION``).
 Before the launcher turns into the kernel (``execv``) it applies, where the platform
 allows:
 
@@ -20,7 +20,7 @@ The environment is built from scratch (:func:`kernel_env`): PATH, a fresh HOME, 
 grading switches, thread counts, and a short list of GPU/driver variables. The launcher
 must stay light: it runs before every kernel, so it imports only the standard library.
 
-``python -m grader.sandbox probe`` applies the same sandbox to a short Python program
+``python -m grader.autograde.sandbox probe`` applies the same sandbox to a short Python program
 that reports what it sees (user, network interfaces, limits, whether torch imports).
 """
 
@@ -218,7 +218,7 @@ def write_kernelspec(folder: Path, config: SandboxConfig) -> Path:
     config_file = spec_dir / "sandbox.json"
     config_file.write_text(config.to_json())
     spec = {
-        "argv": [sys.executable, "-m", "grader.sandbox", "kernel", str(config_file), "--",
+        "argv": [sys.executable, "-m", "grader.autograde.sandbox", "kernel", str(config_file), "--",
                  "{connection_file}"],
         "display_name": "Python 3 (course grader sandbox)",
         "language": "python",
@@ -304,7 +304,7 @@ def probe(config: SandboxConfig, env: dict[str, str], folder: Path, timeout: flo
     if ids is not None:
         for path in [Path(env["HOME"]), *Path(env["HOME"]).rglob("*")]:
             os.chown(path, *ids)
-    result = subprocess.run([sys.executable, "-m", "grader.sandbox", "probe", str(config_file)],
+    result = subprocess.run([sys.executable, "-m", "grader.autograde.sandbox", "probe", str(config_file)],
                             env=env, capture_output=True, text=True, timeout=timeout,
                             cwd=env["HOME"])
     lines = result.stdout.strip().splitlines()
@@ -329,7 +329,8 @@ def main(argv: list[str] | None = None) -> None:
     elif command == "probe":
         _probe_main(rest)
     else:
-        raise SystemExit(f"usage: python -m grader.sandbox kernel|probe ...; got {command!r}")
+        raise SystemExit("usage: python -m grader.autograde.sandbox kernel|probe ...; "
+                         f"got {command!r}")
 
 
 if __name__ == "__main__":

@@ -12,13 +12,14 @@ import json
 import shutil
 from pathlib import Path
 
-from grader import report
+from grader.autograde import report
+from grader.errors import MergeError
 
 
 def read_manifest(out: Path) -> dict:
     path = out / "manifest.json"
     if not path.is_file():
-        raise SystemExit(f"{out} has no manifest.json: is it the --out folder of an "
+        raise MergeError(f"{out} has no manifest.json: is it the --out folder of an "
                          "autograde run?")
     return json.loads(path.read_text())
 
@@ -28,13 +29,13 @@ def check_shards(outs: list[Path], manifests: list[dict]) -> None:
     first = manifests[0]
     for out, manifest in zip(outs, manifests):
         if manifest["keys"] != first["keys"]:
-            raise SystemExit(f"{out} graded another batch than {outs[0]} (different students "
+            raise MergeError(f"{out} graded another batch than {outs[0]} (different students "
                              "or assignments): merge outputs of one submissions folder only.")
     total = first["shard"][1]
     seen = sorted(m["shard"][0] for m in manifests)
     if any(m["shard"][1] != total for m in manifests) or seen != list(range(1, total + 1)):
         missing = sorted(set(range(1, total + 1)) - set(seen))
-        raise SystemExit(f"Expected the shards 1..{total} once each, got {seen}"
+        raise MergeError(f"Expected the shards 1..{total} once each, got {seen}"
                          + (f"; run the missing --shard {', '.join(f'{k}/{total}' for k in missing)}"
                             if missing else ""))
 
@@ -55,7 +56,7 @@ def merge(outs: list[Path], dest: Path) -> Path:
         results.update({k: r for k, r in found.items() if k in set(keys)})
     missing = [f"{s}/{a}" for s, a in keys if (s, a) not in results]
     if missing:
-        raise SystemExit(f"No result for {len(missing)} submission(s), e.g. {missing[:3]}: "
+        raise MergeError(f"No result for {len(missing)} submission(s), e.g. {missing[:3]}: "
                          "rerun the shard that holds them (it resumes), then merge again.")
     dest.mkdir(parents=True, exist_ok=True)
     for out in outs:

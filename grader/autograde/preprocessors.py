@@ -1,8 +1,6 @@
-"""nbgrader, made robust for a whole class: the preprocessors and the scratch-course runs.
+"""nbgrader's preprocessors, made robust for a whole class.
 
-Every submission is graded by nbgrader's own ``Autograde`` and ``GenerateFeedback``
-converters, in a scratch course directory of its own (own ``gradebook.db``: SQLite has
-one writer), with three preprocessors swapped in through configuration:
+Swapped in through configuration (:func:`grader.autograde.nbgrader_runs.course_config`):
 
 * :class:`RestoreCells` (an ``OverwriteCells``): puts back test cells that were deleted or
   lost their nbgrader metadata, and repairs edited metadata, before nbgrader restores the
@@ -12,51 +10,26 @@ one writer), with three preprocessors swapped in through configuration:
   the notebook runs in a fresh kernel after the earlier cells are replayed; an output
   flood is cut off while it arrives;
 * :class:`SaveAutoGradesIgnoringStderr`: warnings on stderr cost no points (stock nbgrader
-  gives a grade cell 0 when it wrote anything to stderr).
+  gives a grade cell 0 when it wrote anything to stderr);
+* :class:`MarkDuplicates`: a ``DeduplicateIds`` that marks the copies it demotes.
+
+The marks they leave in cell metadata (:data:`MARK`) are read back by
+:mod:`grader.autograde.cells` for the grader's notes.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
-import os
 import re
-import shutil
-import sys
-import tempfile
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 from nbclient.client import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
-from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbformat.notebooknode import NotebookNode
 from nbgrader import utils
-from nbgrader.api import Gradebook
-from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
-from nbgrader.converters.base import NbGraderException
-from nbgrader.coursedir import CourseDirectory
-from nbgrader.preprocessors import (
-    AssignLatePenalties,
-    CheckCellMetadata,
-    ClearHiddenTests,
-    ClearOutput,
-    DeduplicateIds,
-    Execute,
-    GetGrades,
-    IgnorePattern,
-    LimitOutput,
-    OverwriteCells,
-    OverwriteKernelspec,
-    SaveAutoGrades,
-)
+from nbgrader.preprocessors import DeduplicateIds, Execute, OverwriteCells, SaveAutoGrades
 from traitlets import Integer, Unicode
-from traitlets.config import Config, PyFileConfigLoader
-
-COURSE_CONFIG = Path(__file__).with_name("nbgrader_config.py")
-COURSE_ID = "transformer-course"
 
 #: ``ename`` of the error outputs this module adds to cells; feedback and reports read them.
 KERNEL_DIED = "KernelDied"
@@ -72,9 +45,6 @@ def error_output(ename: str, evalue: str) -> NotebookNode:
     """An error output as the kernel would produce it."""
     return nbformat.v4.new_output("error", ename=ename, evalue=evalue,
                                   traceback=[f"\x1b[0;31m{ename}\x1b[0m: {evalue}"])
-
-
-# ---------------------------------------------------------------- preprocessors
 
 
 MARK = "course_grader"  # cell metadata this module adds, read back by the worker's report
@@ -297,204 +267,3 @@ class SaveAutoGradesIgnoringStderr(SaveAutoGrades):
             super()._add_score(cell, resources)
         finally:
             cell.outputs = shown
-
-
-# ---------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class GradingOptions:
-    """What changes the grades; part of every submission's content hash."""
-
-    timeout: int = 60
-    kernel_name: str = "python3"
-    max_output_chars: int = 1_000_000
-
-    def key(self) -> str:
-        return f"timeout={self.timeout};output={self.max_output_chars}"
-
-
-def course_config(root: Path, options: GradingOptions, source_notebook: Path | None = None
-                  ) -> Config:
-    """The course's nbgrader configuration plus the robust-grading overrides."""
-    config = PyFileConfigLoader(COURSE_CONFIG.name, path=str(COURSE_CONFIG.parent)).load_config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    config.CourseDirectory.course_id = COURSE_ID
-    config.Execute.timeout = options.timeout
-    config.Execute.kernel_name = options.kernel_name
-    config.Execute.interrupt_on_timeout = True
-    config.NotebookClient.shutdown_kernel = "immediate"
-    config.ResilientExecute.max_output_chars = options.max_output_chars
-    # Unix sockets, so a kernel in its own network namespace is still reachable. Their
-    # path must be absolute: the kernel starts in the notebook's folder, nbgrader elsewhere.
-    config.KernelManager.transport = "ipc"
-    runtime = os.environ.get("JUPYTER_RUNTIME_DIR") or tempfile.gettempdir()
-    config.KernelManager.ip = os.path.join(runtime, "kernel")
-    config.Autograde.sanitize_preprocessors = [
-        ClearOutput, MarkDuplicates, OverwriteKernelspec, RestoreCells, CheckCellMetadata]
-    config.Autograde.autograde_preprocessors = [
-        ResilientExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
-        SaveAutoGradesIgnoringStderr, AssignLatePenalties, CheckCellMetadata]
-    # Feedback shows the learner the diagnosis, not the hidden-test code that produced it.
-    config.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
-    if source_notebook is not None:
-        config.RestoreCells.source_notebook = str(source_notebook)
-    return config
-
-
-def coursedir(config: Config, assignment: str, student: str = "*") -> CourseDirectory:
-    cd = CourseDirectory(config=config)
-    cd.assignment_id = assignment
-    cd.student_id = student
-    return cd
-
-
-# ---------------------------------------------------------------- logs
-
-
-class LogCapture(logging.Handler):
-    """Collects nbgrader's warnings and errors for one run."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record.getMessage())
-
-    def __enter__(self) -> LogCapture:
-        logging.getLogger().addHandler(self)
-        logging.getLogger("traitlets").addHandler(self)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        logging.getLogger().removeHandler(self)
-        logging.getLogger("traitlets").removeHandler(self)
-
-    def errors(self) -> str:
-        """The exception lines of the captured tracebacks (or the last messages), for a reason."""
-        lines = [line for record in self.records for line in record.splitlines()
-                 if line.strip() and not line.startswith((" ", "Traceback", "Please see"))]
-        raised = [line for line in lines if re.match(r"^[A-Za-z_.]+(Error|Exception)\b", line)]
-        return " | ".join(dict.fromkeys(raised[-2:] or lines[-2:]))
-
-
-# ---------------------------------------------------------------- templates
-
-
-def build_template(assignment: str, source: Path, dest: Path, duedate: str | None) -> Path:
-    """A gradebook.db holding ``assignment`` as nbgrader generate_assignment records it.
-
-    Copied into every scratch course, it is what OverwriteCells restores hidden tests
-    from. ``duedate`` (ISO, naive = UTC) lets nbgrader compute lateness from timestamp.txt.
-    """
-    root = dest / "course"
-    if root.exists():
-        shutil.rmtree(root)
-    shutil.copytree(source, root / "solutions" / assignment)
-    config = course_config(root, GradingOptions())
-    with LogCapture() as log:
-        try:
-            GenerateAssignment(coursedir=coursedir(config, assignment), config=config,
-                               force=True).start()
-        except (NbGraderException, SystemExit) as error:
-            raise RuntimeError(f"nbgrader generate_assignment failed for {assignment}: "
-                               f"{log.errors() or error}") from None
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gb:
-        gb.update_or_create_assignment(assignment, duedate=utils.parse_utc(duedate)
-                                       if duedate else None)
-    template = dest / "gradebook.db"
-    shutil.copy(root / "gradebook.db", template)
-    shutil.rmtree(root)
-    return template
-
-
-# ---------------------------------------------------------------- one submission
-
-
-@dataclass
-class NbgraderRun:
-    """What nbgrader produced for one submission in its scratch course."""
-
-    root: Path
-    ok: bool
-    log: str
-    feedback_ok: bool = False
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def autograded(self, student: str, assignment: str) -> Path:
-        return self.root / "autograded" / student / assignment
-
-    def feedback(self, student: str, assignment: str) -> Path:
-        return self.root / "feedback" / student / assignment
-
-
-def run_autograde(root: Path, assignment: str, student: str, options: GradingOptions,
-                  source_notebook: Path) -> NbgraderRun:
-    """``nbgrader autograde`` of one submission in its scratch course."""
-    started = time.monotonic()
-    config = course_config(root, options, source_notebook)
-    with LogCapture() as log:
-        try:
-            Autograde(coursedir=coursedir(config, assignment, student), config=config,
-                      force=True).start()
-            ok = True
-        except (NbGraderException, SystemExit, Exception) as error:  # noqa: BLE001
-            log.records.append(f"{type(error).__name__}: {error}")
-            ok = False
-    if not ok:
-        print("\n".join(log.records), file=sys.stderr)  # the worker's log keeps the traceback
-    run = NbgraderRun(root, ok, log.errors())
-    run.timings = {"autograde": time.monotonic() - started}
-    return run
-
-
-def run_feedback(run: NbgraderRun, assignment: str, student: str, options: GradingOptions,
-                 source_notebook: Path) -> None:
-    """``nbgrader generate_feedback`` (after any score corrections were saved)."""
-    started = time.monotonic()
-    config = course_config(run.root, options, source_notebook)
-    with LogCapture() as log:
-        try:
-            GenerateFeedback(coursedir=coursedir(config, assignment, student), config=config,
-                             force=True).start()
-            run.feedback_ok = True
-        except (NbGraderException, SystemExit, Exception) as error:  # noqa: BLE001
-            run.log = f"feedback failed: {log.errors() or error}"
-    run.timings["feedback"] = time.monotonic() - started
-
-
-def override_scores(root: Path, assignment: str, student: str, points: dict[str, float]) -> None:
-    """Save corrected points (by grade id) as nbgrader manual scores, so feedback shows them."""
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
-        for notebook in gb.find_submission(assignment, student).notebooks:
-            for grade in notebook.grades:
-                if grade.name in points:
-                    grade.manual_score = points[grade.name]
-        gb.db.commit()
-
-
-@dataclass
-class GradebookGrades:
-    """Scores nbgrader saved for one submission."""
-
-    points: dict[str, float | None]  # grade id -> points (None: needs manual grading)
-    max_points: dict[str, float]
-    timestamp: str
-    seconds_late: float
-
-
-def read_grades(root: Path, assignment: str, student: str) -> GradebookGrades:
-    """Read one submission's grades back from its scratch gradebook."""
-    points: dict[str, float | None] = {}
-    max_points: dict[str, float] = {}
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
-        submission = gb.find_submission(assignment, student)
-        for notebook in submission.notebooks:
-            for grade in notebook.grades:
-                points[grade.name] = grade.score
-                max_points[grade.name] = grade.max_score
-        timestamp = submission.timestamp.isoformat() if submission.timestamp else ""
-        late = float(submission.total_seconds_late or 0)
-    return GradebookGrades(points, max_points, timestamp, late)

@@ -10,7 +10,6 @@ reason of an error row, so nobody is dropped silently.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import sys
@@ -25,6 +24,8 @@ from pathlib import Path
 sys.modules.setdefault("rfc3987_syntax", None)
 
 import nbformat  # noqa: E402
+
+from grader.errors import SubmissionsError, UsageError  # noqa: E402
 
 IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
@@ -208,7 +209,7 @@ def discover(root: Path, assignments: dict[str, Assignment],
     batch = only or sorted({a for (_, a) in found if a in assignments})
     for name in batch:
         if name not in assignments:
-            raise SystemExit(f"No assignment {name!r} in solutions/; choose from "
+            raise UsageError(f"No assignment {name!r} in solutions/; choose from "
                              f"{', '.join(assignments)}.")
     for student in students:
         for name in batch:
@@ -241,8 +242,8 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -
                 continue
             total += info.file_size
             if total > MAX_ZIP_MB * 1e6:
-                raise SystemExit(f"{archive} unpacks to more than {MAX_ZIP_MB} MB; unpack it "
-                                 "yourself and pass the folder.")
+                raise SubmissionsError(f"{archive} unpacks to more than {MAX_ZIP_MB} MB; unpack "
+                                       "it yourself and pass the folder.")
             target = dest.joinpath(*parts)
             match = CANVAS_NAME.match(parts[-1]) if len(parts) == 1 else None
             if match and match["file"] in by_notebook:
@@ -254,41 +255,14 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -
     return dest
 
 
-# ---------------------------------------------------------------- hashing and sharding
-
-
-def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def tree_digest(folder: Path, pattern: str = "**/*") -> str:
-    """One digest of every file under ``folder`` matching ``pattern`` (names and bytes)."""
-    digest = hashlib.sha256()
-    for path in sorted(folder.glob(pattern)):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(folder)).encode() + b"\0")
-            digest.update(file_digest(path).encode())
-    return digest.hexdigest()
-
-
-def content_hash(sub: Submission, context: str) -> str:
-    """Changes when the student's files change, or ``context`` (grader, source, options)."""
-    digest = hashlib.sha256(f"{sub.student}\0{sub.assignment}\0{context}\0{sub.problem}".encode())
-    for name in sub.files:
-        digest.update(name.encode() + b"\0")
-        digest.update(file_digest(sub.folder / name).encode())
-    return digest.hexdigest()
+# ---------------------------------------------------------------- sharding
 
 
 def parse_shard(text: str) -> tuple[int, int]:
     """``"2/4"`` -> (2, 4), checked."""
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
     if not match or not 1 <= int(match[1]) <= int(match[2]):
-        raise SystemExit(f"--shard expects K/N with 1 <= K <= N (for example 1/4); got {text!r}.")
+        raise UsageError(f"--shard expects K/N with 1 <= K <= N (for example 1/4); got {text!r}.")
     return int(match[1]), int(match[2])
 
 

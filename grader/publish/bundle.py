@@ -14,7 +14,8 @@ from pathlib import Path
 
 import nbformat
 
-from grader.release import RELEASE, ROOT, SOURCE
+from grader.errors import PublishError
+from grader.paths import course_root
 
 DEFAULT_REPOSITORY = "transformer-course/transformer-course"
 COPIED = ("notebooks", "course", "data", "environment.yml", "postBuild")
@@ -37,28 +38,28 @@ include = ["course*"]
 """
 
 
-def notebook_links(repository: str, branch: str) -> list[tuple[str, str]]:
-    """(title, path) of every learner notebook, in section order."""
+def notebook_links(root: Path) -> list[tuple[str, str]]:
+    """(title, path relative to ``root``) of every learner notebook, in section order."""
     links = []
-    for path in sorted(RELEASE.glob("*/*.ipynb")):
+    for path in sorted((root / "notebooks").glob("*/*.ipynb")):
         title = path.parent.name.replace("-", " ", 1).replace("-", " ")
-        links.append((title, path.relative_to(ROOT).as_posix()))
+        links.append((title, path.relative_to(root).as_posix()))
     return links
 
 
-def badges(repository: str, branch: str = "main") -> str:
+def badges(repository: str, branch: str = "main", root: Path | None = None) -> str:
     """Markdown: one Binder badge for the course, one Colab badge per notebook."""
     binder = (f"[![Binder](https://mybinder.org/badge_logo.svg)](https://mybinder.org/v2/gh/"
               f"{repository}/{branch}?urlpath=lab/tree/notebooks)")
     rows = ["| notebook | Colab |", "|---|---|"]
-    for title, path in notebook_links(repository, branch):
+    for title, path in notebook_links(root or course_root()):
         colab = f"https://colab.research.google.com/github/{repository}/blob/{branch}/{path}"
         rows.append(f"| [{title}]({path}) | [![Open In Colab]"
                     f"(https://colab.research.google.com/assets/colab-badge.svg)]({colab}) |")
     return binder + "\n\n" + "\n".join(rows) + "\n"
 
 
-def learner_readme(repository: str, branch: str) -> str:
+def learner_readme(repository: str, branch: str, root: Path) -> str:
     return f"""# The Transformer, hands on: learner notebooks
 
 Six notebooks in which you build the Transformer from its parts in PyTorch; every piece
@@ -66,32 +67,34 @@ you write is checked at once against PyTorch's own modules.
 
 Open the whole course on Binder, or one notebook on Colab:
 
-{badges(repository, branch)}
+{badges(repository, branch, root)}
 On your own machine: `pip install -e .` (with PyTorch 2.1 or newer), then
 `jupyter lab notebooks/`. Run each notebook top to bottom, setup cell first.
 """
 
 
 def build_student_bundle(out: Path, repository: str = DEFAULT_REPOSITORY,
-                         branch: str = "main") -> Path:
-    """Write the student release into ``out``, which must not exist or be empty."""
+                         branch: str = "main", root: Path | None = None) -> Path:
+    """Write the student release of the course at ``root`` (default: :func:`course_root`)
+    into ``out``, which must not exist or be empty."""
+    root = root or course_root()
     if out.exists() and any(out.iterdir()):
-        raise SystemExit(f"{out} is not empty: choose a new folder (nothing is overwritten).")
-    if not any(RELEASE.glob("*/*.ipynb")):
-        raise SystemExit("notebooks/ has no learner notebooks: run `python -m grader generate`.")
+        raise PublishError(f"{out} is not empty: choose a new folder (nothing is overwritten).")
+    if not any((root / "notebooks").glob("*/*.ipynb")):
+        raise PublishError("notebooks/ has no learner notebooks: run `python -m grader generate`.")
     out.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
-        source = ROOT / name
+        source = root / name
         if source.is_dir():
             shutil.copytree(source, out / name, ignore=IGNORED)
         elif source.exists():
             shutil.copy2(source, out / name)
     (out / "pyproject.toml").write_text(STUDENT_PYPROJECT)
-    (out / "README.md").write_text(learner_readme(repository, branch))
-    leaks = find_leaks(out)
+    (out / "README.md").write_text(learner_readme(repository, branch, root))
+    leaks = find_leaks(out, root / "solutions")
     if leaks:
         shutil.rmtree(out)
-        raise RuntimeError("The student bundle would leak instructor material:\n" + "\n".join(leaks))
+        raise PublishError("The student bundle would leak instructor material:\n" + "\n".join(leaks))
     return out
 
 
@@ -128,19 +131,19 @@ def _code_text(path: Path) -> str:
     return path.read_text(errors="replace")
 
 
-def _secret_lines(path: Path, bundle: Path) -> set[str]:
+def _secret_lines(path: Path, bundle: Path, solutions: Path) -> set[str]:
     """Solution lines that must not appear in ``path``.
 
     A learner notebook must not hold its own solutions (earlier sections' building blocks
     are given on purpose); helper code must hold no solution of any section.
     """
     if path.suffix == ".ipynb":
-        source = SOURCE / path.relative_to(bundle / "notebooks")
+        source = solutions / path.relative_to(bundle / "notebooks")
         return solution_lines(source) if source.exists() else set()
-    return set().union(*(solution_lines(nb, min_length=25) for nb in SOURCE.glob("*/*.ipynb")))
+    return set().union(*(solution_lines(nb, min_length=25) for nb in solutions.glob("*/*.ipynb")))
 
 
-def find_leaks(bundle: Path) -> list[str]:
+def find_leaks(bundle: Path, solutions: Path) -> list[str]:
     """Every file or line of the bundle that gives away solutions, hidden tests or checks."""
     leaks = [f"{p.relative_to(bundle)}: instructor folder" for p in bundle.rglob("*")
              if p.is_dir() and p.name in {"solutions", "grader", "tests", "autograded", "submitted"}]
@@ -151,5 +154,5 @@ def find_leaks(bundle: Path) -> list[str]:
         leaks += [f"{path.relative_to(bundle)}: {m!r}" for m in MARKERS if m in text]
         if path.suffix in {".ipynb", ".py"}:
             leaks += [f"{path.relative_to(bundle)}: solution line {line!r}"
-                      for line in sorted(_secret_lines(path, bundle)) if line in text]
+                      for line in sorted(_secret_lines(path, bundle, solutions)) if line in text]
     return leaks

@@ -1,0 +1,91 @@
+"""Reading a graded notebook: what happened in its cells, and learner code worth a look.
+
+The preprocessors (:mod:`grader.autograde.preprocessors`) leave marks and error outputs in
+the cells; :func:`describe_cells` turns them into the grader's notes and errors, and scans
+the learner's own code for things that have no business in an exercise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+
+from grader.autograde import preprocessors as pre
+from grader.checks import EXERCISES
+
+#: Patterns in a learner's own code cells that have no business in an exercise.
+SUSPICIOUS = {
+    r"\bCOURSE_GRADING_DIR\b": "reads the grading folder variable COURSE_GRADING_DIR",
+    r"record\.pt\b": "touches the integrity records (*.record.pt)",
+    r"^\s*(?:from|import)\s+grader\b": "imports the grader package",
+    r"\bsys\.modules\s*\[[^\]]*\]\s*=": "assigns into sys.modules",
+}
+
+#: Doors around the tripwires, in an exercise's solution cell: they find the reference by
+#: another name, or switch off what watches for it (grader.checks.tripwire).
+DOORS = {
+    r"\btorch\s*\.\s*ops\b": "calls PyTorch operators through torch.ops",
+    r"\btorch\s*\.\s*_C\b": "reaches into torch._C",
+    r"_python_dispatch|DisableTorchFunction|_disable_current_modes|__torch_(?:function|dispatch)__"
+    r"|Torch(?:Function|Dispatch)Mode": "switches off or intercepts PyTorch's function dispatch",
+    r"\bimportlib\b|\b__import__\b|\bgetattr\(\s*(?:torch|F|nn|functional)\b":
+        "looks torch functions up by name",
+    r"\bnn\s*\.\s*(?:MultiheadAttention|Transformer\w*)\b": "uses PyTorch's own attention modules",
+}
+
+
+def reference_calls(source: str, exercise: str) -> list[str]:
+    """What an exercise's solution cell says it calls among the references it is graded
+    against (by attribute name: ``F.softmax``, ``x.softmax``, ``torch._softmax``) and the
+    doors around the tripwires; the runtime tripwires see the calls, this sees the code."""
+    found = [what for pattern, what in DOORS.items() if re.search(pattern, source)]
+    check = EXERCISES.get(exercise)
+    names = {name.rsplit(".", 1)[-1].lstrip("_") for name in check.forbidden.functions} if check else ()
+    for name in sorted(names):
+        if re.search(rf"\.\s*_?{re.escape(name)}\b", source):
+            found.append(f"calls {name}, which {exercise} is graded against")
+    return found
+
+
+def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list[str]]:
+    """(notes, errors, suspicious) about the executed notebook, for the report."""
+    nb = nbformat.read(path, as_version=4)
+    notes, errors, suspicious = [], [], []
+    for number, cell in enumerate(nb.cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        meta = cell.metadata.get("nbgrader", {})
+        label = meta.get("grade_id") or f"cell {number}"
+        mark = cell.metadata.get(pre.MARK, {})
+        if cell.source.startswith("# " + pre.RESTORED_NOTE.split("{")[0]):
+            notes.append(f"test cell {label} was missing or had lost its metadata: restored")
+        if mark.get("edited"):
+            notes.append(f"read-only cell {label} had been edited: restored from the source")
+        if mark.get("duplicate_of"):
+            notes.append(f"test cell {mark['duplicate_of']} appears twice: the last copy was "
+                         "graded, the other ran as a plain cell")
+        timed_out = any(o.get("ename") == pre.TIMEOUT for o in cell.get("outputs", []))
+        if mark.get("output_cut"):
+            notes.append(f"{label} printed more than the grader keeps: its output was cut")
+        for output in cell.get("outputs", []):
+            if output.output_type != "error":
+                continue
+            if output.ename == pre.TIMEOUT:
+                notes.append(f"{label} timed out after {timeout} s and was interrupted")
+            elif output.ename in (pre.KERNEL_DIED, pre.KERNEL_UNRESPONSIVE):
+                notes.append(f"{label}: {output.evalue}")
+            elif output.ename == pre.NOT_RUN:
+                notes.append(f"{label}: {output.evalue}")
+                break
+            elif not meta.get("grade") and not (timed_out and output.ename == "KeyboardInterrupt"):
+                errors.append(f"{label} raised {output.ename}")
+        if not meta.get("grade") and not meta.get("locked"):
+            for pattern, what in SUSPICIOUS.items():
+                if re.search(pattern, cell.source, flags=re.M):
+                    suspicious.append(f"{label} {what}")
+        if meta.get("solution") and not meta.get("grade"):
+            suspicious += [f"{label} {what} (source scan)" for what in
+                           reference_calls(cell.source, meta.get("grade_id", ""))]
+    return list(dict.fromkeys(notes)), errors, suspicious

@@ -1,0 +1,256 @@
+"""The pool of grading workers, seen from the grader: pipes, threads, the queue.
+
+The workers are one process (:mod:`grader.autograde.worker`) that imports nbgrader and
+torch once and forks one worker per job slot. Each slot has a pipe for jobs and one for
+answers, one JSON line each way. Here a thread per slot drives its worker through the
+queue; a worker that dies or overruns is killed, its submission gets an error row to
+retry, and a fresh worker takes the slot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from grader.autograde.options import Options
+from grader.autograde.report import ERROR, Result
+from grader.autograde.sandbox import PASSTHROUGH_ENV
+from grader.autograde.submissions import Assignment, Submission
+
+WORKER_START_S = 300
+#: ``python -I -m grader.autograde.worker SLOTS``, but first keeping out a slow import that
+#: nbformat never needs (see grader.autograde.submissions).
+WORKER_COMMAND = ["-I", "-c", "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
+                  "from grader.autograde.worker import main; sys.exit(main(sys.argv[1:]))"]
+
+
+class WorkerFailed(Exception):
+    """The worker process died or overran; the message says which."""
+
+
+class Worker:
+    """One grading worker, seen through its pair of pipes (see :func:`spawn_workers`)."""
+
+    def __init__(self, jobs: int, answers: int, log: Path,
+                 process: subprocess.Popen | None = None):
+        self.jobs, self.answers, self.log = jobs, answers, log
+        self.process = process  # the Popen of the process that forked the workers, on slot 0
+        self.pid = 0
+        self.buffer = b""
+
+    def start(self, settings: dict) -> Worker:
+        """Wait until the worker has imported nbgrader and torch, then send the settings."""
+        self.pid = self._read(WORKER_START_S, "starting the grading worker")["pid"]
+        self._send(settings)
+        return self
+
+    def _send(self, payload: dict) -> None:
+        try:
+            os.write(self.jobs, (json.dumps(payload) + "\n").encode())
+        except OSError:
+            raise WorkerFailed(f"the grading worker died; see {self.where()}") from None
+
+    def _read(self, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise WorkerFailed(f"{what} took more than {timeout:.0f} s")
+            ready, _, _ = select.select([self.answers], [], [], remaining)
+            if ready:
+                chunk = os.read(self.answers, 1 << 20)
+                if not chunk:
+                    raise WorkerFailed(f"the grading worker died; see {self.where()}")
+                self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def where(self) -> str:
+        """The log, as a path relative to OUT (reasons must not depend on where OUT is)."""
+        return f"{self.log.parent.name}/{self.log.name}"
+
+    def call(self, job: dict, timeout: float) -> dict:
+        self._send(job)
+        return self._read(timeout, "grading this submission")
+
+    def kill(self) -> None:
+        """Stop the worker now (its kernels die with it: PR_SET_PDEATHSIG)."""
+        if self.pid:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.close()
+
+    def close(self) -> None:
+        """No more jobs: the worker finishes and exits."""
+        for fd in (self.jobs, self.answers):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.jobs = self.answers = -1
+
+
+def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list[Worker]:
+    """Start ``count`` workers as one process that imports once and forks the others.
+
+    Each worker gets a pipe for jobs and one for answers. Call
+    :meth:`Worker.start` on each before use.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    pipes = [(os.pipe(), os.pipe()) for _ in range(count)]  # ((jobs r, w), (answers r, w))
+    theirs = [(jobs[0], answers[1]) for jobs, answers in pipes]
+    with open(log, "ab") as log_file:
+        process = subprocess.Popen(
+            [sys.executable, *WORKER_COMMAND, ";".join(f"{r},{w}" for r, w in theirs)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd=cwd,
+            start_new_session=True, pass_fds=[fd for pair in theirs for fd in pair])
+    for pair in theirs:
+        for fd in pair:
+            os.close(fd)
+    return [Worker(jobs[1], answers[0], log, process if i == 0 else None)
+            for i, (jobs, answers) in enumerate(pipes)]
+
+
+def worker_env(work: Path) -> dict[str, str]:
+    """The worker's own environment: as clean as the kernels'."""
+    home = work / "worker-home"
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+           "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8",
+           "LC_ALL": "C.UTF-8"}
+    env.update({k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ})
+    return env
+
+
+def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str) -> dict:
+    return {"type": "grade", "student": sub.student, "assignment": sub.assignment,
+            "folder": str(sub.folder), "files": sub.files, "notes": sub.notes,
+            "source": str(assignment.source), "template": str(template),
+            "content_hash": digest}
+
+
+class Pool:
+    """The worker threads' shared state: the queue, the start signal, the results."""
+
+    def __init__(self, settings: dict, env: dict[str, str], work: Path, out: Path,
+                 options: Options, record: Callable[[Result], None],
+                 digests: dict[tuple[str, str], str]):
+        self.settings, self.env, self.workdir, self.out = settings, env, work, out
+        self.options, self.record, self.digests = options, record, digests
+        self.queue: list[Submission] = []
+        self.lock = threading.Lock()
+        self.ready = threading.Event()  # sandbox checked, templates built: grade
+        self.templates_built = threading.Event()
+        self.stop = threading.Event()
+        self.unprepared: dict[str, str] = {}
+        self.fallback: dict[str, str] = {}
+        self.spawned: list[Worker] = []
+
+    def next_job(self) -> Submission | None:
+        with self.lock:
+            return self.queue.pop(0) if self.queue else None
+
+    def error(self, sub: Submission, reason: str) -> Result:
+        return Result(sub.student, sub.assignment, status=ERROR, retry=True, reason=reason,
+                      content_hash=self.digests[sub.key])
+
+    def start_worker(self, index: int) -> Worker:
+        """A replacement for a worker that died: a process of its own."""
+        (worker,) = spawn_workers(1, self.env, self.workdir,
+                                  self.out / "logs" / f"worker-{index}.log")
+        self.spawned.append(worker)
+        return worker.start(self.settings)
+
+    def work(self, index: int, worker: Worker, templates: dict[str, Path],
+             assignments: dict[str, Assignment]) -> None:
+        """One thread: drive one worker through the queue."""
+        try:
+            try:
+                worker.start(self.settings)
+            except WorkerFailed:
+                worker.kill()
+                worker = None
+            if index == 0:
+                try:
+                    worker = worker or self.start_worker(index)
+                    self.unprepared.update(build_templates(worker, templates, assignments,
+                                                           self.options))
+                except WorkerFailed as failure:
+                    self.unprepared.update({name: str(failure) for name in templates})
+                finally:
+                    self.templates_built.set()
+            self.ready.wait()
+            while (sub := self.next_job()) is not None:
+                worker = self.grade(worker, index, sub, templates[sub.assignment],
+                                    assignments[sub.assignment])
+        finally:
+            if worker is not None:
+                worker.close()
+
+    def grade(self, worker: Worker | None, index: int, sub: Submission, template: Path,
+              assignment: Assignment) -> Worker | None:
+        """Grade ``sub`` on ``worker`` (started if needed); returns the worker still usable."""
+        if sub.assignment in self.unprepared:
+            self.record(self.error(sub, f"could not prepare {sub.assignment} for grading: "
+                                            f"{self.unprepared[sub.assignment]}"))
+            return worker
+        try:
+            worker = worker or self.start_worker(index)
+            answer = worker.call(job_for(sub, assignment, template, self.digests[sub.key]),
+                                 self.options.whole_notebook_s())
+            result = Result(**answer["result"]) if "result" in answer else \
+                self.error(sub, f"the grader failed: {answer.get('error')}")
+        except WorkerFailed as failure:
+            if worker is not None:
+                worker.kill()
+            worker = None
+            result = self.error(sub, f"grading stopped: {failure}; its kernel was killed. Rerun "
+                                     "the same command to try again")
+        if not result.torch and not result.retry:  # no check ran: the kernel's torch all the same
+            result.torch = self.fallback.get("torch", "")
+            result.device = self.fallback.get("device", "")
+        self.record(result)
+        return worker
+
+
+def build_templates(worker: Worker, templates: dict[str, Path],
+                    assignments: dict[str, Assignment], options: Options) -> dict[str, str]:
+    """Build the missing template gradebooks; returns the assignments that failed, with why."""
+    failed = {}
+    for name, path in templates.items():
+        if path.exists():
+            continue
+        answer = worker.call({"type": "template", "assignment": name,
+                              "source": str(assignments[name].source),
+                              "dest": str(path.parent / "build"),
+                              "duedate": options.deadline(name)}, WORKER_START_S)
+        if "template" not in answer:
+            failed[name] = str(answer.get("error"))
+            continue
+        os.replace(answer["template"], path)
+        shutil.rmtree(path.parent / "build", ignore_errors=True)
+    return failed
+
+
+def stop_workers(workers: list[Worker], grace: float = 60) -> None:
+    """Let the worker processes exit after their last job; kill what is left."""
+    for worker in workers:
+        worker.close()
+    for worker in workers:
+        if worker.process is not None:
+            try:
+                worker.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                worker.process.kill()
+                worker.process.wait()

@@ -1,0 +1,225 @@
+"""Grade a whole class with nbgrader: ``python -m grader autograde SUBMISSIONS --out OUT``.
+
+How a run goes (docs/grading.md has the instructor's version):
+
+1. Find the submissions (:mod:`grader.autograde.submissions`); anything that cannot be
+   graded (missing, empty, misnamed, invalid JSON) becomes an error row at once.
+2. Take this run's shard (``--shard K/N``) and skip what an earlier run in the same OUT
+   already graded from identical content and code (:mod:`grader.autograde.fingerprint`;
+   ``--force`` regrades).
+3. Check the sandbox (:mod:`grader.autograde.sandbox`): torch must import under the limits.
+4. Start ``--jobs`` workers (:mod:`grader.autograde.pool`, :mod:`grader.autograde.worker`);
+   each grades one submission at a time (:mod:`grader.autograde.job`). Each result is
+   saved atomically as it completes, and ``grades.csv`` is rewritten after every result.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from grader.autograde import report
+from grader.autograde.cache import cached_probe, sandbox_cache, template_paths
+from grader.autograde.fingerprint import assignment_context, content_hash, grading_code_digest
+from grader.autograde.options import Options, Summary, available_cpus
+from grader.autograde.pool import Pool, spawn_workers, stop_workers, worker_env
+from grader.autograde.report import ERROR, FLAGGED, OK, Result
+from grader.autograde.sandbox import (
+    KERNEL_NAME,
+    SandboxConfig,
+    kernel_env,
+    resolve_user,
+    write_kernelspec,
+)
+from grader.autograde.submissions import (
+    Assignment,
+    Submission,
+    course_assignments,
+    discover,
+    extract_zip,
+    shard,
+)
+from grader.errors import SubmissionsError
+
+
+class Run:
+    """State of one autograde run: results so far, progress, the CSV."""
+
+    def __init__(self, out: Path, options: Options, keys: list[tuple[str, str]],
+                 exercises: list[str], results: dict[tuple[str, str], Result]):
+        self.out, self.options, self.keys, self.exercises = out, options, keys, exercises
+        self.results = results
+        self.lock = threading.Lock()
+        self.summary = Summary(out=str(out))
+        self.bar = None
+
+    def record(self, result: Result) -> None:
+        """Save one result atomically, rewrite grades.csv, advance the progress bar."""
+        with self.lock:
+            report.save_result(self.out, result)
+            self.results[result.key] = result
+            self.write_csv()
+            self.summary.graded += 1
+            self.summary.counts[result.status] += 1
+            if self.bar is not None:
+                self.bar.update(1)
+                self.bar.set_postfix(ok=self.summary.counts[OK],
+                                     errors=self.summary.counts[ERROR],
+                                     flagged=self.summary.counts[FLAGGED], refresh=False)
+
+    def write_csv(self) -> None:
+        mine = [self.results[k] for k in self.keys if k in self.results]
+        report.write_grades(self.out, mine, self.exercises)
+
+
+def problem_result(sub: Submission, digest: str) -> Result:
+    """The error row of a submission that cannot be graded."""
+    return Result(sub.student, sub.assignment, status=ERROR, reason=sub.problem,
+                  notes=[sub.problem, *sub.notes], content_hash=digest)
+
+
+def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> list[str]:
+    """Exercise columns of grades.csv: every assignment of the batch, in course order."""
+    columns: list[str] = []
+    for name, assignment in assignments.items():
+        if name in names:
+            columns += [e for e, _ in assignment.exercises if e not in columns]
+    return columns
+
+
+def write_manifest(out: Path, options: Options, subs: list[Submission],
+                   assignments: dict[str, Assignment], sandbox: dict) -> None:
+    names = {s.assignment for s in subs}
+    manifest = {
+        "shard": list(options.shard),
+        "keys": [list(s.key) for s in subs],
+        "exercises": exercise_columns(assignments, names),
+        "options": {k: v for k, v in asdict(options).items()
+                    if k not in ("solutions", "progress", "cache")},
+        "sandbox": sandbox,
+    }
+    report.atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, default=str))
+
+
+def autograde(submissions: Path, out: Path, options: Options | None = None) -> Summary:
+    """Grade every submission under ``submissions`` (a folder or a zip) into ``out``."""
+    options = options or Options()
+    started = time.monotonic()
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    assignments = course_assignments(options.source())
+    work = Path(tempfile.mkdtemp(prefix="cg-"))
+    try:
+        root = Path(submissions)
+        if root.is_file():
+            root = extract_zip(root, work / "unzipped", assignments)
+        elif not root.is_dir():
+            raise SubmissionsError(f"{submissions} is neither a folder nor a zip of submissions.")
+        subs = discover(root, assignments, options.assignments)
+        if not subs:
+            raise SubmissionsError(f"No submissions in {submissions}: expected "
+                                   "<student>/<assignment>/<notebook>.ipynb.")
+        mine = shard(subs, *options.shard)
+        code = grading_code_digest()
+        contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
+        digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
+        existing = report.load_results(out)
+        todo = [s for s in mine if options.force or s.key not in existing
+                or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
+        todo_keys = {s.key for s in todo}
+        kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
+        run = Run(out, options, [s.key for s in mine],
+                  exercise_columns(assignments, {s.assignment for s in subs}), kept)
+        run.summary.skipped = len(kept)
+        gradable = [s for s in todo if not s.problem]
+        sandbox: dict = {}
+        write_manifest(out, options, subs, assignments, sandbox)
+        if options.progress and todo:
+            from tqdm import tqdm
+
+            run.bar = tqdm(total=len(todo), desc="grading", unit="nb", file=sys.stderr,
+                           dynamic_ncols=True)
+        for sub in todo:
+            if sub.problem:
+                run.record(problem_result(sub, digests[sub.key]))
+        if gradable:
+            sandbox = grade_all(gradable, assignments, digests, options, out, work, run)
+            write_manifest(out, options, subs, assignments, sandbox)
+        run.write_csv()
+        if run.bar is not None:
+            run.bar.close()
+        run.summary.sandbox = sandbox
+        run.summary.elapsed_s = time.monotonic() - started
+        return run.summary
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
+              digests: dict[tuple[str, str], str], options: Options, out: Path, work: Path,
+              run: Run) -> dict:
+    """Check the sandbox while the workers start and build templates, then grade.
+
+    Returns the sandbox report (user, network, limits, torch) for the summary.
+    """
+    config, user_note = resolve_user(SandboxConfig(options.limits(), options.sandbox_user,
+                                                   options.isolate_network))
+    jobs = max(1, min(options.jobs, len(gradable)))
+    threads = max(1, available_cpus() // jobs)
+    checked = sandbox_cache(config, options, out)
+    probe_home = checked / "home"
+    settings = {"scratch": str(work / "jobs"),
+                "jupyter_path": str(write_kernelspec(work / "jupyter", config)),
+                "sandbox": config.to_json(), "threads": threads, "timeout": options.timeout,
+                "kernel": KERNEL_NAME, "max_output_chars": options.max_output_chars,
+                "out": str(out), "mpl_cache": str(probe_home / ".config" / "matplotlib")}
+    templates = template_paths(gradable, assignments, options, options.cache_dir(out))
+    pool = Pool(settings, worker_env(work), work, out, options, run.record, digests)
+    workers = spawn_workers(jobs, pool.env, work, out / "logs" / "workers.log")
+    pool.spawned.extend(workers)
+    threads_ = [threading.Thread(target=pool.work, args=(i, workers[i], templates, assignments),
+                                 daemon=True) for i in range(jobs)]
+    for thread in threads_:
+        thread.start()
+    try:
+        found = cached_probe(config, kernel_env(probe_home, checked / "records", threads),
+                             checked, refresh=options.force)
+        pool.fallback = {"torch": found.get("torch", ""),
+                         "device": "cuda" if found.get("cuda") else "cpu"}
+    except BaseException:
+        pool.stop.set()
+        raise
+    finally:
+        while not pool.templates_built.wait(1) and threads_[0].is_alive():
+            pass
+        if not pool.stop.is_set():
+            pool.queue.extend(heaviest_first(gradable, assignments))
+        pool.ready.set()
+        for thread in threads_:
+            thread.join()
+        stop_workers(pool.spawned)
+    limits = config.limits
+    return {"user": user_note, "network": found.get("network", ""),
+            "limits": f"cpu {limits.cpu_seconds} s, memory {limits.memory_mb} MB, "
+                      f"files {limits.file_mb} MB, processes {limits.processes}",
+            "torch": f"{found.get('torch')} ({pool.fallback['device']})"}
+
+
+def heaviest_first(subs: list[Submission], assignments: dict[str, Assignment]) -> list[Submission]:
+    """The queue order: assignments worth more points first, which take longest to grade.
+
+    Points track the checking work (10.6: 12 points, about 16 s a notebook; 10.1: 4 points,
+    about 10 s). Starting long notebooks first leaves short ones for the end, so the last
+    worker to finish waits less for the others (longest-processing-time-first). The order
+    within an assignment, and so every grade, is unchanged.
+    """
+    def points(sub: Submission) -> float:
+        return sum(p for _, p in assignments[sub.assignment].exercises)
+
+    return sorted(subs, key=points, reverse=True)

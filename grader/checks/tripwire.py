@@ -1,0 +1,139 @@
+"""No credit for calling the reference: tripwires at the Python and at the operator level.
+
+Inside an exercise, learner code must not call the PyTorch function it is graded against.
+While a check runs learner code, two tripwires watch it:
+
+* a ``TorchFunctionMode`` sees every torch function called from Python, by its public name
+  (``torch.softmax``, ``F.scaled_dot_product_attention``), the private ones
+  (``torch._softmax``) and those reached through ``torch.ops`` (``aten.softmax``);
+* a ``TorchDispatchMode`` sees every ATen operator that really runs, whatever Python door
+  led to it (``torch._C``, ``torch.ops``, a function mode switched off): the kernels behind
+  the references, such as ``aten._softmax`` or the fused attention kernels.
+
+A correct answer written from primitives (``exp``, ``logsumexp``, ``einsum``, ``baddbmm``,
+``masked_fill`` ...) runs none of these operators, so it is never caught.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from torch.overrides import TorchFunctionMode, resolve_name
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """What an exercise may not call: Python-level functions and the ATen operators that
+    only those functions run (each operator maps to the function it is the kernel of)."""
+
+    functions: frozenset[str] = frozenset()
+    operators: tuple[tuple[str, str], ...] = ()  # (operator, what the learner called)
+
+    def __or__(self, other: Forbidden) -> Forbidden:
+        return Forbidden(self.functions | other.functions,
+                         tuple(dict([*self.operators, *other.operators]).items()))
+
+    def __bool__(self) -> bool:
+        return bool(self.functions or self.operators)
+
+
+def forbid(functions: Iterable[str] = (), operators: dict[str, str] | None = None) -> Forbidden:
+    return Forbidden(frozenset(functions), tuple((operators or {}).items()))
+
+
+NOTHING = Forbidden()
+
+SOFTMAX = forbid(
+    {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",
+     "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.Tensor.log_softmax",
+     "torch.special.log_softmax", "torch._softmax", "torch._log_softmax", "torch._safe_softmax",
+     "aten.softmax", "aten._softmax", "aten.log_softmax", "aten._log_softmax", "aten._safe_softmax",
+     "aten.special_softmax", "aten.special_log_softmax"},
+    {"aten._softmax": "torch.softmax", "aten._log_softmax": "torch.log_softmax",
+     "aten._safe_softmax": "a softmax of PyTorch's"})
+
+#: The fused kernels of F.scaled_dot_product_attention (its math path on the CPU runs
+#: aten._safe_softmax, which nothing else does).
+SDPA_OPERATORS = {
+    op: "F.scaled_dot_product_attention" for op in (
+        "aten._safe_softmax", "aten._scaled_dot_product_flash_attention",
+        "aten._scaled_dot_product_flash_attention_for_cpu",
+        "aten._scaled_dot_product_efficient_attention", "aten._scaled_dot_product_cudnn_attention",
+        "aten._scaled_dot_product_fused_attention_overrideable",
+        "aten._scaled_dot_product_attention_math_for_mps", "aten._flash_attention_forward",
+        "aten._efficient_attention_forward")}
+
+ATTENTION = forbid(
+    {"torch.nn.functional.scaled_dot_product_attention", "aten.scaled_dot_product_attention",
+     "aten._scaled_dot_product_attention_math", *(op for op in SDPA_OPERATORS if op != "aten._safe_softmax"),
+     "torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
+     "aten._native_multi_head_attention"},
+    {**SDPA_OPERATORS, "aten._native_multi_head_attention": "nn.MultiheadAttention"})
+
+MULTIHEAD = forbid(
+    {"torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
+     "aten._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
+     "aten._transformer_encoder_layer_fwd"},
+    {"aten._native_multi_head_attention": "nn.MultiheadAttention",
+     "aten._transformer_encoder_layer_fwd": "nn.TransformerEncoderLayer"})
+
+LINEAR = forbid({"torch.nn.functional.linear", "aten.linear"})
+
+
+def function_name(func) -> str:
+    """A torch function's dotted name, overloads dropped: ``aten._softmax``, ``torch._softmax``."""
+    name = resolve_name(func)
+    if name is None:
+        name = f"{getattr(func, '__module__', None) or 'torch'}.{getattr(func, '__name__', func)}"
+    if name.startswith("aten."):
+        name = ".".join(name.split(".")[:2])
+    return name
+
+
+class FunctionTripwire(TorchFunctionMode):
+    """Notes every call of a forbidden torch function made from Python."""
+
+    def __init__(self, forbidden: Forbidden, hits: set[str]):
+        super().__init__()
+        self.forbidden, self.hits = forbidden.functions, hits
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = function_name(func)
+        if name in self.forbidden:
+            self.hits.add(name)
+        return func(*args, **(kwargs or {}))
+
+
+class OperatorTripwire(TorchDispatchMode):
+    """Notes every forbidden ATen operator that runs, whichever Python door led to it."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # PyTorch wraps a mode's __torch_dispatch__ in torch._disable_dynamo unless told
+        # not to, and that wrapper imports all of torch._dynamo (about 1 s and 40 MB in
+        # every graded kernel) on first use. Nothing here is ever compiled.
+        return False
+
+    def __init__(self, forbidden: Forbidden, hits: set[str]):
+        super().__init__()
+        self.operators, self.hits = dict(forbidden.operators), hits
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = str(func).rsplit(".", 1)[0]  # aten._softmax.default -> aten._softmax
+        if name in self.operators:
+            self.hits.add(f"{self.operators[name]} (its operator {name} ran)")
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def watching(forbidden: Forbidden) -> Iterator[set[str]]:
+    """Run the block under both tripwires; the yielded set collects what it called."""
+    hits: set[str] = set()
+    if not forbidden:
+        yield hits
+        return
+    with OperatorTripwire(forbidden, hits), FunctionTripwire(forbidden, hits):
+        yield hits

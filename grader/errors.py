@@ -1,0 +1,35 @@
+"""Errors the grading tools raise for problems a person can fix.
+
+Library functions raise these with a message that says what to do; only the command
+line (:mod:`grader.__main__`) turns them into a printed message and an exit code.
+"""
+
+from __future__ import annotations
+
+
+class GraderError(Exception):
+    """A problem with the input or the course folder; the message says how to fix it."""
+
+    exit_code = 1
+
+
+class UsageError(GraderError):
+    """An argument is malformed (a shard, a deadline, an assignment name)."""
+
+    exit_code = 2
+
+
+class CourseNotFound(GraderError):
+    """No course folder (``solutions/`` and ``nbgrader_config.py``) could be found."""
+
+
+class SubmissionsError(GraderError):
+    """The submissions cannot be read as a class (nothing found, a zip too large)."""
+
+
+class MergeError(GraderError):
+    """Shard outputs that do not add up to one whole batch."""
+
+
+class PublishError(GraderError):
+    """Generating or bundling the learner material would lose or leak something."""

@@ -1,0 +1,66 @@
+"""Fixtures shared by the test modules: the solutions' code, the graded batch, the caches.
+
+Tiers: ``pytest -m "not slow and not browser"`` (``make test-fast``) runs what needs no
+kernel, no nbgrader run and no browser; ``make test`` runs everything.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.samples import load_solution_namespace
+from tests.submissions import planted
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMEOUT = 20  # seconds per cell: long enough for a loaded CI machine to import torch
+GRADING = dict(timeout=TIMEOUT, memory_mb=2500, deadlines={"*": planted.DEADLINE}, progress=False)
+
+
+@pytest.fixture(scope="module")
+def solution(request) -> dict:
+    """The namespace of the instructor notebook of the test module's ``ASSIGNMENT`` (its
+    setup, given and solution cells), loaded when a test first needs it."""
+    return load_solution_namespace(request.module.ASSIGNMENT)
+
+
+def shared_dir(tmp_path_factory, request) -> Path:
+    """A folder all pytest-xdist workers of the session see (the session's own without xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if hasattr(request.config, "workerinput") else base
+
+
+@pytest.fixture(scope="session")
+def cache(tmp_path_factory, request) -> Path:
+    """Template gradebooks and the sandbox check, shared by every autograde run of the session."""
+    path = shared_dir(tmp_path_factory, request) / "autograde-cache"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="session")
+def batch(tmp_path_factory, request, cache) -> dict:
+    """Every planted submission graded once, two at a time (once per session, even when
+    pytest-xdist spreads the tests over several processes). Read it, never write into it."""
+    from filelock import FileLock
+
+    from grader.autograde import report
+    from grader.autograde.options import Options
+    from grader.autograde.run import autograde
+
+    shared = shared_dir(tmp_path_factory, request)
+    root, out, done = shared / "planted", shared / "graded", shared / "autograde-batch.json"
+    with FileLock(str(shared / "autograde-batch.lock")):
+        if not done.exists():
+            started = time.monotonic()
+            summary = autograde(planted.build(root), out, Options(jobs=2, cache=cache, **GRADING))
+            done.write_text(json.dumps({"graded": summary.graded, "counts": summary.counts,
+                                        "text": summary.text(),
+                                        "elapsed": time.monotonic() - started}))
+        summary = json.loads(done.read_text())
+    text = (out / "grades.csv").read_text()
+    return {"root": root, "out": out, "summary": summary, "csv": text,
+            "results": report.load_results(out), "elapsed": summary["elapsed"]}
