@@ -68,7 +68,8 @@ def _autograde(args: argparse.Namespace) -> int:
                       deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
                       memory_mb=args.memory_mb, submission_timeout=args.notebook_timeout,
                       sandbox_user=None if args.no_sandbox_user else args.sandbox_user,
-                      isolate_network=not args.allow_network, progress=not args.quiet)
+                      isolate_network=not args.allow_network, isolate_files=not args.no_file_sandbox,
+                      progress=not args.quiet)
     if args.jobs:
         options.jobs = args.jobs
     summary = autograde(Path(args.submissions), Path(args.out), options)
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run kernels as the grader's own user")
     grade.add_argument("--allow-network", action="store_true",
                        help="do not put kernels in a network namespace")
+    grade.add_argument("--no-file-sandbox", action="store_true",
+                       help="do not isolate kernels' files with bubblewrap (the grader then checks "
+                            "its own files after every notebook)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_autograde)
 

@@ -60,6 +60,15 @@ def assignment_names(source: Path | None = None) -> list[str]:
     return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
 
 
+def import_roots() -> list[str]:
+    """The folders that hold the ``grader`` and ``course`` packages this process uses: the
+    grading workers and the kernels import from there too, whatever else is installed."""
+    import course
+
+    packages = (PACKAGE_DIR, Path(course.__file__).resolve().parent)
+    return list(dict.fromkeys(str(p.parent) for p in packages))
+
+
 def with_python_tools(env: dict[str, str]) -> dict[str, str]:
     """``env`` with this interpreter's folder first on PATH: nbgrader runs ``alembic`` by
     name when it creates a gradebook, and a virtual environment that was not activated

@@ -8,14 +8,17 @@ shards and merging. All of it starts kernels: the slow tier.
 
 from __future__ import annotations
 
+import ast
 import csv
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -55,7 +58,7 @@ EXPECTED = {
     "ignores-interrupt": (2, 2, "error", "fresh kernel"),
     "os-exit": (2, 2, "error", "exit code 3"),
     "segfault": (2, 0, "error", "SIGSEGV"),
-    "kills-grader": (None, None, "error", "grading worker died"),
+    "kills-grader": (2, 2, "flagged", "sends signals"),  # its own PID namespace: no harm done
     "memory-bomb": (2, 2, "ok", "MemoryError"),
     "output-flood": (2, 2, "ok", "output was cut"),
     "syntax-error": (2, 0, "ok", "SyntaxError"),
@@ -76,7 +79,16 @@ EXPECTED = {
     "cheat-edit-checks": (0, 2, "flagged", "in a clean process"),
     "cheat-skip-check": (0, 2, "flagged", "saved no record"),
     "cheat-reference": (0, 2, "flagged", "calls torch.nn.functional.linear"),
+    # hostile, graded first: each fails to do harm, is flagged, and keeps its honest points
+    "0-rewrites-checks": (2, 2, "flagged", "looks up where modules are installed"),
+    "0-rewrites-course": (2, 2, "flagged", "looks up where modules are installed"),
+    "0-deletes-results": (2, 2, "flagged", "reads /proc"),
+    "0-reads-others": (2, 2, "flagged", "reads /proc"),
+    "0-writes-outside": (2, 2, "flagged", "uses absolute paths"),
+    "0-fills-tmp": (2, 2, "flagged", "uses absolute paths"),
+    "0-leaves-orphan": (2, 2, "flagged", "starts processes"),
 }
+HONEST = [s for s, (qkv, module, status, _) in EXPECTED.items() if status == "ok" and qkv == module == 2]
 
 
 def test_catalogue_is_complete():
@@ -204,15 +216,24 @@ def test_interrupted_then_resumed_serial_run(batch, tmp_path, cache):
 
 
 def test_rerun_skips_unchanged_and_regrades_changed(batch, cache, tmp_path):
-    """Does a rerun skip unchanged submissions (retrying only the grader's own failures), and
-    does a changed file change the content hash?"""
+    """Does a rerun skip unchanged submissions (retrying only the grader's own failures),
+    regrade results that were damaged or deleted, and does a changed file change the
+    content hash?"""
     retried = sorted(s for (s, _), r in batch["results"].items() if r.retry)
-    assert retried == ["kills-grader"]  # the grader's failure, not a grade: tried again
+    assert retried == []  # no failure of the grader's own in this batch: nothing to retry
     out = tmp_path / "out"
     shutil.copytree(batch["out"], out)  # other tests read the batch: rerun into a copy
     summary = autograde(batch["root"], out, Options(jobs=2, cache=cache, **GRADING))
     assert summary.graded == len(retried)
     assert summary.skipped == len(planted.PLANTED) - len(retried)
+    (out / "results" / "correct" / f"{planted.ASSIGNMENT}.json").write_text('{"score": 4')
+    forged = report.load_results(batch["out"])[("late", planted.ASSIGNMENT)]
+    forged.score = 99.0  # does not add up
+    (out / "results" / "late" / f"{planted.ASSIGNMENT}.json").write_text(forged.to_json())
+    (out / "results" / "wrong-qkv" / f"{planted.ASSIGNMENT}.json").unlink()
+    (out / "grades.csv").unlink()
+    repaired = autograde(batch["root"], out, Options(jobs=2, cache=cache, **GRADING))
+    assert (repaired.graded, repaired.damaged) == (3, 2)  # the damaged two and the missing one
     assert (out / "grades.csv").read_text() == batch["csv"]
     root = tmp_path / "subs"
     shutil.copytree(batch["root"], root)
@@ -239,6 +260,60 @@ def test_shards_merge_into_the_unsharded_csv(batch, tmp_path, cache):
     assert (tmp_path / "merged" / "feedback" / "correct").is_dir()
     with pytest.raises(MergeError, match="run the missing --shard 2/2"):
         merge(outs[:1], tmp_path / "incomplete")
+
+
+# ---------------------------------------------------------------- hostile submissions
+
+
+def test_hostile_submissions_harm_nobody(batch):
+    """Graded first, in the same batch: do the honest students still get full marks, with
+    no flag, whatever the hostile ones tried?"""
+    rows = rows_of(batch["csv"])
+    for student in HONEST:
+        assert (rows[student]["score"], rows[student]["status"]) == ("4", "ok"), student
+
+
+def test_grading_code_is_unchanged_after_the_batch(batch):
+    """Are the grader, the course helpers and the data byte for byte what they were before
+    the batch (the hostile ones wrote nothing)?"""
+    assert batch["summary"]["changed"] == []
+
+
+def test_no_other_students_content_in_hostile_outputs(batch):
+    """Does no hostile submission's graded notebook or feedback show another student's
+    notebook?"""
+    own = batch["out"] / "autograded" / "correct" / planted.ASSIGNMENT / "self_attention.ipynb"
+    assert planted.SECRET in own.read_text()  # where it is, the search below would find it
+    for student in planted.HOSTILE:
+        for folder in ("autograded", "feedback"):
+            pages = [p for p in (batch["out"] / folder / student).rglob("*") if p.is_file()]
+            assert pages, f"nothing graded for {student}"
+            for path in pages:
+                assert planted.SECRET not in path.read_text(errors="replace"), path
+
+
+def test_nothing_written_outside_and_no_process_left_behind(batch):
+    """Did no hostile write land outside its own folder, and did every process a kernel
+    started die with it?"""
+    assert not Path("/tmp/hostile-was-here").exists() and not Path("/tmp", planted.ORPHAN).exists()
+    assert not (ROOT / "hostile-was-here").exists()
+    found = subprocess.run(["pgrep", "-f", planted.ORPHAN], capture_output=True, text=True)
+    assert found.stdout.strip() == "", f"processes left behind: {found.stdout}"
+
+
+def test_hostile_ones_could_do_nothing(batch):
+    """Did the hostile cells themselves see their attempts fail (read nothing, wrote
+    nowhere but their own /tmp, stopped at its size)?"""
+    def output(student):
+        return (batch["out"] / "autograded" / student / planted.ASSIGNMENT /
+                "self_attention.ipynb").read_text()
+
+    assert "could not: OSError" in output("0-rewrites-checks")
+    assert "could not: OSError" in output("0-rewrites-course")
+    assert "found: []" in output("0-reads-others")
+    written = re.search(r"written: (\[.*?\])", output("0-writes-outside"))[1]
+    assert all(path.startswith("/tmp/") for path in ast.literal_eval(written))  # its own /tmp
+    assert "stopped after 512 MB: OSError" in output("0-fills-tmp")
 
 
 def test_sandbox_keeps_torch_working_and_the_network_out(tmp_path):

@@ -37,11 +37,12 @@ def rows_of(csv_text: str) -> dict[str, dict[str, str]]:
 
 
 def test_kernel_environment_is_clean(tmp_path, monkeypatch):
-    """Does a kernel get only what it needs (no PYTHONPATH, a fresh HOME, the switches)?"""
+    """Does a kernel get only what it needs (this run's grader on its path and nothing else,
+    a fresh HOME, the switches)?"""
     monkeypatch.setenv("PYTHONPATH", "/somewhere")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     env = kernel_env(tmp_path / "home", tmp_path / "records", 2)
-    assert "PYTHONPATH" not in env and "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["PYTHONPATH"] == str(ROOT) and "AWS_SECRET_ACCESS_KEY" not in env  # this grader
     assert env["HOME"] == str(tmp_path / "home") and env["COURSE_QUICK"] == "1"
     assert env["COURSE_GRADING_DIR"] == str(tmp_path / "records")
     assert env["OMP_NUM_THREADS"] == "2"
@@ -128,7 +129,8 @@ def test_timestamps():
 
 def test_results_are_written_atomically(tmp_path):
     """Is a half-written result ignored rather than breaking grades.csv?"""
-    good = report.Result("a", "x", score=1, max_score=2)
+    good = report.Result("a", "x", points={"e": 1}, max_points={"e": 2}, score=1, max_score=2,
+                         content_hash="h")
     report.save_result(tmp_path, good)
     broken = report.result_path(tmp_path, "b", "x")
     broken.parent.mkdir(parents=True)

@@ -11,12 +11,13 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from grader.autograde import report
 from grader.autograde.fingerprint import tree_digest
 from grader.autograde.options import Options
-from grader.autograde.sandbox import SandboxConfig, kernel_env, probe, resolve_user
+from grader.autograde.sandbox import SandboxConfig, kernel_env, probe
 from grader.autograde.submissions import Assignment, Submission, course_assignments
 from grader.paths import with_python_tools
 
@@ -39,7 +40,8 @@ def sandbox_cache(config: SandboxConfig, options: Options, out: Path) -> Path:
     """The folder of the sandbox check for this configuration (kept between runs)."""
     from importlib.metadata import version
 
-    key = f"{config.to_json()}|{sys.executable}|{version('torch')}|{version('matplotlib')}"
+    where = replace(config, hidden=())  # the same check serves every OUT and class
+    key = f"{where.to_json()}|{sys.executable}|{version('torch')}|{version('matplotlib')}"
     return options.cache_dir(out) / "sandbox" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -74,7 +76,6 @@ def warm_cache(submissions_assignments: list[str], options: Options, out: Path) 
     for name, path in template_paths(subs, assignments, options, options.cache_dir(out)).items():
         if not path.exists():
             build_template(name, assignments[name].source, path.parent, options.deadline(name))
-    config, _ = resolve_user(SandboxConfig(options.limits(), options.sandbox_user,
-                                           options.isolate_network))
+    config, _ = options.sandbox()
     checked = sandbox_cache(config, options, out)
     cached_probe(config, kernel_env(checked / "home", checked / "records", 1), checked)

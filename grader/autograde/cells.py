@@ -8,6 +8,7 @@ the learner's own code for things that have no business in an exercise.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -21,7 +22,21 @@ SUSPICIOUS = {
     r"record\.pt\b": "touches the integrity records (*.record.pt)",
     r"^\s*(?:from|import)\s+grader\b": "imports the grader package",
     r"\bsys\.modules\s*\[[^\]]*\]\s*=": "assigns into sys.modules",
+    r"/proc\b": "reads /proc (other processes)",
+    r"\bos\.kill(?:pg)?\b": "sends signals to other processes",
+    r"\b(?:subprocess|os\.system|os\.fork|os\.spawn\w*|os\.exec\w*|multiprocessing|pty)\b":
+        "starts processes",
+    r"\bshutil\.rmtree\b|\bos\.(?:remove|unlink|rmdir)\b|\.unlink\(": "deletes files",
+    r"(?<![\w.])[rbf]?['\"]/(?!dev/null)[A-Za-z_]": "uses absolute paths",
+    r"\.__file__\b|\bfind_spec\b|\bimportlib\b": "looks up where modules are installed",
 }
+#: Exceptions a test cell raises for the learner's answer (anything else, raised from
+#: inside grader/, is the grading machinery failing).
+ANSWER_FAILURES = {"AssertionError", "CheckFailure", "ForbiddenCall", "VisibleCheckFailure",
+                   "NotImplementedError", "KeyboardInterrupt"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+FRAME = re.compile(r'File "?([^":,]+?\.py)"?(?:, line |:)\d+')
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # grader/
 
 #: Doors around the tripwires, in an exercise's solution cell: they find the reference by
 #: another name, or switch off what watches for it (grader.checks.tripwire).
@@ -49,10 +64,34 @@ def reference_calls(source: str, exercise: str) -> list[str]:
     return found
 
 
-def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list[str]]:
-    """(notes, errors, suspicious) about the executed notebook, for the report."""
+@dataclass
+class CellReport:
+    """What the grader learned from a graded notebook's cells."""
+
+    notes: list[str] = field(default_factory=list)  # things worth telling (timeouts, restores)
+    errors: list[str] = field(default_factory=list)  # learner cells that raised
+    suspicious: list[str] = field(default_factory=list)  # for review: flags the row
+    failures: list[str] = field(default_factory=list)  # the grading machinery failed: regrade
+
+
+def grader_failure(label: str, output) -> str | None:
+    """Why a test cell's error is the grader's failure, not the answer's; None if it is not."""
+    if output.ename in ANSWER_FAILURES:
+        return None
+    if output.ename in ("ModuleNotFoundError", "ImportError") and \
+            re.search(r"\b(?:grader|course)\b", output.evalue):
+        return f"{label} could not import the grading code ({output.ename}: {output.evalue[:120]})"
+    frames = FRAME.findall(ANSI.sub("", "\n".join(output.get("traceback", []))))
+    if frames and Path(frames[-1]).resolve().is_relative_to(PACKAGE_DIR):
+        return f"the hidden check of {label} crashed ({output.ename}: {output.evalue[:120]})"
+    return None
+
+
+def describe_cells(path: Path, timeout: int) -> CellReport:
+    """What the executed notebook says, for the report."""
     nb = nbformat.read(path, as_version=4)
-    notes, errors, suspicious = [], [], []
+    report = CellReport()
+    notes, errors, suspicious = report.notes, report.errors, report.suspicious
     for number, cell in enumerate(nb.cells, start=1):
         if cell.cell_type != "code":
             continue
@@ -79,8 +118,12 @@ def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list
             elif output.ename == pre.NOT_RUN:
                 notes.append(f"{label}: {output.evalue}")
                 break
+            elif meta.get("grade") and (failure := grader_failure(label, output)):
+                report.failures.append(failure)
             elif not meta.get("grade") and not (timed_out and output.ename == "KeyboardInterrupt"):
                 errors.append(f"{label} raised {output.ename}")
+            if "Read-only file system" in output.get("evalue", ""):
+                suspicious.append(f"{label} tried to write outside its own folder")
         if not meta.get("grade") and not meta.get("locked"):
             for pattern, what in SUSPICIOUS.items():
                 if re.search(pattern, cell.source, flags=re.M):
@@ -88,4 +131,6 @@ def describe_cells(path: Path, timeout: int) -> tuple[list[str], list[str], list
         if meta.get("solution") and not meta.get("grade"):
             suspicious += [f"{label} {what} (source scan)" for what in
                            reference_calls(cell.source, meta.get("grade_id", ""))]
-    return list(dict.fromkeys(notes)), errors, suspicious
+    report.notes = list(dict.fromkeys(notes))
+    report.suspicious = list(dict.fromkeys(suspicious))
+    return report

@@ -150,8 +150,9 @@ def read_back(result: Result, run: nbgrader_runs.NbgraderRun, root: Path
     except Exception as error:  # noqa: BLE001 - nbgrader stopped before saving a submission
         if run.ok:
             raise
-        result.status = ERROR
-        result.reason = f"nbgrader could not grade this notebook: {run.log or error}"
+        result.status, result.retry = ERROR, True  # most often the grader's own failure
+        result.failures.append(f"nbgrader could not grade this notebook: {run.log or error}")
+        result.reason = result.failures[-1]
         return None
     result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
     result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
@@ -174,10 +175,11 @@ def examine(result: Result, run: nbgrader_runs.NbgraderRun, records: Path, timeo
     apply_integrity(result, list(result.max_points), verdicts)
     errors = []
     for path in sorted(run.autograded(result.student_id, result.assignment).glob("*.ipynb")):
-        notes, cell_errors, suspicious = describe_cells(path, timeout)
-        result.notes.extend(notes)
-        errors.extend(cell_errors)
-        result.flags.extend(f"review: {s}" for s in suspicious)
+        cells = describe_cells(path, timeout)
+        result.notes.extend(cells.notes)
+        errors.extend(cells.errors)
+        result.flags.extend(f"review: {s}" for s in cells.suspicious)
+        result.failures.extend(cells.failures)
     if errors:
         result.notes.append(f"errors outside the test cells: {', '.join(errors[:3])}"
                             + (f" and {len(errors) - 3} more" if len(errors) > 3 else ""))
@@ -204,14 +206,14 @@ def conclude(result: Result, run: nbgrader_runs.NbgraderRun) -> None:
     died = [n for n in result.notes if "kernel died" in n or "kernel ignored" in n
             or "not run" in n or "stopped answering" in n]
     if not run.ok:
-        result.status = ERROR
-        result.notes.insert(0, f"nbgrader could not grade this notebook: {run.log}")
+        result.failures.insert(0, f"nbgrader could not grade this notebook: {run.log}")
+    if result.failures:  # the grader's failure, never the learner's zero: graded again
+        result.status, result.retry = ERROR, True
     elif died:
         result.status = ERROR
     if result.flags:
         result.status = FLAGGED
-    reasons = result.flags + ([result.notes[0]] if not run.ok else []) + \
-        [n for n in result.notes if n not in result.flags]
+    reasons = result.flags + result.failures + [n for n in result.notes if n not in result.flags]
     result.reason = "; ".join(dict.fromkeys(reasons))
 
 

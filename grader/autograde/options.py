@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.autograde.report import ERROR, FLAGGED, OK
-from grader.autograde.sandbox import Limits
+from grader.autograde.sandbox import (
+    Limits,
+    SandboxConfig,
+    readable_paths,
+    resolve_files,
+    resolve_user,
+)
 from grader.paths import solutions_dir
 
 
@@ -37,6 +43,7 @@ class Options:
     processes: int = 2048
     sandbox_user: str | None = "nobody"
     isolate_network: bool = True
+    isolate_files: bool = True  # bubblewrap, where it runs (grader.autograde.sandbox)
     max_output_chars: int = 1_000_000
     progress: bool = True
     solutions: Path | None = None  # default: the course's solutions/ (grader.paths)
@@ -56,6 +63,18 @@ class Options:
         return Limits(cpu_seconds=self.cpu_seconds or self.whole_notebook_s(),
                       memory_mb=self.memory_mb, file_mb=self.file_mb, processes=self.processes)
 
+    def sandbox(self, hidden: list[Path] = ()) -> tuple[SandboxConfig, dict[str, str]]:
+        """The kernels' sandbox as this platform allows it, and what it could not apply.
+
+        ``hidden``: folders no kernel may see (OUT, the submissions, the scratch folder).
+        """
+        config = SandboxConfig(self.limits(), self.sandbox_user, self.isolate_network,
+                               self.isolate_files, readable=tuple(readable_paths()),
+                               hidden=tuple(str(Path(p).resolve()) for p in hidden))
+        config, user = resolve_user(config)
+        config, files = resolve_files(config)
+        return config, {"user": user, "files": files}
+
     def deadline(self, assignment: str) -> str | None:
         return self.deadlines.get(assignment) or self.deadlines.get("*")
 
@@ -71,6 +90,7 @@ class Summary:
 
     graded: int = 0
     skipped: int = 0
+    damaged: int = 0  # earlier results found damaged or missing their student: regraded
     counts: Counter = field(default_factory=Counter)
     elapsed_s: float = 0.0
     sandbox: dict = field(default_factory=dict)
@@ -80,6 +100,7 @@ class Summary:
         c = self.counts
         lines = [f"Graded {self.graded} submission(s) in {self.elapsed_s:.1f} s"
                  + (f" ({self.skipped} unchanged, skipped)" if self.skipped else "")
+                 + (f" ({self.damaged} damaged earlier results regraded)" if self.damaged else "")
                  + f": {c[OK]} ok, {c[ERROR]} errors, {c[FLAGGED]} flagged.",
                  f"Grades: {Path(self.out) / 'grades.csv'}; feedback: {Path(self.out) / 'feedback'}"]
         if self.sandbox:

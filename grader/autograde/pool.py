@@ -21,16 +21,23 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from grader.autograde.guard import Guard
 from grader.autograde.options import Options
-from grader.autograde.report import ERROR, Result
+from grader.autograde.report import ERROR, FLAGGED, Result
 from grader.autograde.sandbox import PASSTHROUGH_ENV
 from grader.autograde.submissions import Assignment, Submission
+from grader.paths import import_roots
 
 WORKER_START_S = 300
-#: ``python -I -m grader.autograde.worker SLOTS``, but first keeping out a slow import that
-#: nbformat never needs (see grader.autograde.submissions).
-WORKER_COMMAND = ["-I", "-c", "import sys; sys.modules.setdefault('rfc3987_syntax', None); "
-                  "from grader.autograde.worker import main; sys.exit(main(sys.argv[1:]))"]
+
+
+def worker_command(slots: str) -> list[str]:
+    """``python -I -m grader.autograde.worker SLOTS``, importing this process's grader and
+    course, and keeping out a slow import nbformat never needs (grader.autograde.submissions)."""
+    code = (f"import sys; sys.path[:0] = {import_roots()!r}; "
+            "sys.modules.setdefault('rfc3987_syntax', None); "
+            "from grader.autograde.worker import main; sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-I", "-c", code, slots]
 
 
 class WorkerFailed(Exception):
@@ -112,7 +119,7 @@ def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list
     theirs = [(jobs[0], answers[1]) for jobs, answers in pipes]
     with open(log, "ab") as log_file:
         process = subprocess.Popen(
-            [sys.executable, *WORKER_COMMAND, ";".join(f"{r},{w}" for r, w in theirs)],
+            worker_command(";".join(f"{r},{w}" for r, w in theirs)),
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd=cwd,
             start_new_session=True, pass_fds=[fd for pair in theirs for fd in pair])
     for pair in theirs:
@@ -128,7 +135,7 @@ def worker_env(work: Path) -> dict[str, str]:
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
            "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8"}
+           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
     env.update({k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ})
     return env
 
@@ -149,17 +156,59 @@ class Pool:
         self.settings, self.env, self.workdir, self.out = settings, env, work, out
         self.options, self.record, self.digests = options, record, digests
         self.queue: list[Submission] = []
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # the queue and what is running
         self.ready = threading.Event()  # sandbox checked, templates built: grade
         self.templates_built = threading.Event()
         self.stop = threading.Event()
         self.unprepared: dict[str, str] = {}
         self.fallback: dict[str, str] = {}
         self.spawned: list[Worker] = []
+        # Without a filesystem sandbox: the grader's files, checked after every notebook.
+        self.guard: Guard | None = None
+        self.running: dict[int, Submission] = {}  # worker index -> its submission
+        self.suspects: set[tuple[str, str]] = set()  # graded while the files were changed
+        self.serial = False  # one notebook at a time, once a change could not be attributed
+        self.turn = threading.Condition(self.lock)
 
-    def next_job(self) -> Submission | None:
-        with self.lock:
-            return self.queue.pop(0) if self.queue else None
+    def next_job(self, index: int) -> Submission | None:
+        """The next submission for worker ``index``, or None when it should stop.
+
+        In serial mode only worker 0 goes on, and only when no other notebook is running.
+        A worker waits while others still run: a change they find sends work back.
+        """
+        with self.turn:
+            while True:
+                if self.serial and index != 0:
+                    return None
+                if self.queue and not (self.serial and self.running):
+                    self.running[index] = sub = self.queue.pop(0)
+                    return sub
+                if not self.running:
+                    return None
+                self.turn.wait()
+
+    def finish(self, index: int, result: Result) -> Result | None:
+        """Record worker ``index``'s result, unless the grader's files changed while it ran:
+        then put them back, and either flag the one submission that can have done it or
+        grade the candidates again one at a time."""
+        with self.turn:
+            sub = self.running.pop(index)
+            changed = self.guard.changes() if self.guard else []
+            if changed:
+                self.guard.restore()
+            if changed and not self.running:  # nothing else ran since the last clean check
+                tamper(result, changed)
+                self.suspects.discard(sub.key)
+            elif changed or sub.key in self.suspects:  # which one did it? grade them alone
+                self.suspects |= {s.key for s in self.running.values()} if changed else set()
+                self.suspects.discard(sub.key)
+                self.serial = True
+                self.queue.insert(0, sub)
+                result = None
+            self.turn.notify_all()
+        if result is not None:
+            self.record(result)
+        return result
 
     def error(self, sub: Submission, reason: str) -> Result:
         return Result(sub.student, sub.assignment, status=ERROR, retry=True, reason=reason,
@@ -191,7 +240,7 @@ class Pool:
                 finally:
                     self.templates_built.set()
             self.ready.wait()
-            while (sub := self.next_job()) is not None:
+            while (sub := self.next_job(index)) is not None:
                 worker = self.grade(worker, index, sub, templates[sub.assignment],
                                     assignments[sub.assignment])
         finally:
@@ -202,8 +251,8 @@ class Pool:
               assignment: Assignment) -> Worker | None:
         """Grade ``sub`` on ``worker`` (started if needed); returns the worker still usable."""
         if sub.assignment in self.unprepared:
-            self.record(self.error(sub, f"could not prepare {sub.assignment} for grading: "
-                                            f"{self.unprepared[sub.assignment]}"))
+            self.finish(index, self.error(sub, f"could not prepare {sub.assignment} for grading: "
+                                               f"{self.unprepared[sub.assignment]}"))
             return worker
         try:
             worker = worker or self.start_worker(index)
@@ -220,8 +269,18 @@ class Pool:
         if not result.torch and not result.retry:  # no check ran: the kernel's torch all the same
             result.torch = self.fallback.get("torch", "")
             result.device = self.fallback.get("device", "")
-        self.record(result)
+        self.finish(index, result)
         return worker
+
+
+def tamper(result: Result, changed: list[str]) -> None:
+    """Flag a submission that changed the grader's files on disk; it earns nothing."""
+    result.flags.append(f"changed the grader's files on disk: {', '.join(changed[:5])}"
+                        + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                        + " (put back before any other notebook ran)")
+    result.points = {name: 0.0 for name in result.points}
+    result.score, result.status, result.retry = 0.0, FLAGGED, False
+    result.reason = "; ".join([result.flags[-1], *([result.reason] if result.reason else [])])
 
 
 def build_templates(worker: Worker, templates: dict[str, Path],

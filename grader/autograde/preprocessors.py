@@ -231,10 +231,12 @@ class ResilientExecute(Execute):
         code = process.poll() if process is not None else None
         if code is None:
             return "exit status unknown"
-        if code < 0:
-            import signal
+        import signal
 
+        if code < 0:
             return f"killed by {signal.Signals(-code).name}"
+        if code - 128 in signal.valid_signals():  # bubblewrap passes a signal on as 128 + N
+            return f"killed by {signal.Signals(code - 128).name} (exit code {code})"
         return f"exit code {code}"
 
     @staticmethod

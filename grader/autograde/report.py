@@ -43,6 +43,7 @@ class Result:
     torch: str = ""
     notes: list[str] = field(default_factory=list)  # everything worth knowing, in full
     flags: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # the grader's own, not the answer's
     feedback: list[str] = field(default_factory=list)  # paths relative to OUT
     content_hash: str = ""
     elapsed_s: float = 0.0
@@ -59,6 +60,13 @@ class Result:
     @classmethod
     def from_json(cls, text: str) -> Result:
         return cls(**json.loads(text))
+
+    def sound(self) -> bool:
+        """Whether the result adds up (a damaged or hand-edited file does not: regraded)."""
+        return (self.status in (OK, ERROR, FLAGGED) and bool(self.content_hash)
+                and abs(self.score - sum(self.points.values())) < 1e-9
+                and abs(self.max_score - sum(self.max_points.values())) < 1e-9
+                and set(self.points) <= set(self.max_points))
 
 
 def short(text: str, limit: int = 300) -> str:
@@ -99,13 +107,19 @@ def save_result(out: Path, result: Result) -> None:
     atomic_write(result_path(out, result.student_id, result.assignment), result.to_json())
 
 
-def load_results(out: Path) -> dict[tuple[str, str], Result]:
-    """Every result under ``OUT/results``; unreadable files (a crash mid-write) are skipped."""
+def load_results(out: Path, damaged: list[Path] | None = None) -> dict[tuple[str, str], Result]:
+    """Every sound result under ``OUT/results``. Unreadable files (a crash mid-write), results
+    that do not add up and files in another student's place are left out (and listed in
+    ``damaged``): a rerun grades those submissions again and rewrites them."""
     results = {}
     for path in sorted((out / "results").glob("*/*.json")):
         try:
             result = Result.from_json(path.read_text(encoding="utf-8"))
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
+            result = None
+        if result is None or not result.sound() or path != result_path(out, *result.key):
+            if damaged is not None:
+                damaged.append(path)
             continue
         results[result.key] = result
     return results

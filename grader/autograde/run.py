@@ -27,16 +27,11 @@ from pathlib import Path
 from grader.autograde import report
 from grader.autograde.cache import cached_probe, sandbox_cache, template_paths
 from grader.autograde.fingerprint import assignment_context, content_hash, grading_code_digest
+from grader.autograde.guard import Guard, grading_folders
 from grader.autograde.options import Options, Summary, available_cpus
 from grader.autograde.pool import Pool, spawn_workers, stop_workers, worker_env
 from grader.autograde.report import ERROR, FLAGGED, OK, Result
-from grader.autograde.sandbox import (
-    KERNEL_NAME,
-    SandboxConfig,
-    kernel_env,
-    resolve_user,
-    write_kernelspec,
-)
+from grader.autograde.sandbox import KERNEL_NAME, kernel_env, write_kernelspec
 from grader.autograde.submissions import (
     Assignment,
     Submission,
@@ -129,7 +124,8 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
         code = grading_code_digest()
         contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
-        existing = report.load_results(out)
+        damaged: list[Path] = []
+        existing = report.load_results(out, damaged)
         todo = [s for s in mine if options.force or s.key not in existing
                 or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
         todo_keys = {s.key for s in todo}
@@ -137,6 +133,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
         run = Run(out, options, [s.key for s in mine],
                   exercise_columns(assignments, {s.assignment for s in subs}), kept)
         run.summary.skipped = len(kept)
+        run.summary.damaged = len(damaged)
         gradable = [s for s in todo if not s.problem]
         sandbox: dict = {}
         write_manifest(out, options, subs, assignments, sandbox)
@@ -168,8 +165,10 @@ def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
 
     Returns the sandbox report (user, network, limits, torch) for the summary.
     """
-    config, user_note = resolve_user(SandboxConfig(options.limits(), options.sandbox_user,
-                                                   options.isolate_network))
+    config, notes = options.sandbox(hidden=[out, work, *{s.folder.parent.parent for s in gradable}])
+    if not config.bwrap:
+        print(f"WARNING: kernels' files are {notes['files']}. The grader checks its own files "
+              "after every notebook instead.", file=sys.stderr)
     jobs = max(1, min(options.jobs, len(gradable)))
     threads = max(1, available_cpus() // jobs)
     checked = sandbox_cache(config, options, out)
@@ -181,6 +180,8 @@ def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
                 "out": str(out), "mpl_cache": str(probe_home / ".config" / "matplotlib")}
     templates = template_paths(gradable, assignments, options, options.cache_dir(out))
     pool = Pool(settings, worker_env(work), work, out, options, run.record, digests)
+    if not config.bwrap:  # kernels can write the grader's files: check them after each one
+        pool.guard = Guard(grading_folders())
     workers = spawn_workers(jobs, pool.env, work, out / "logs" / "workers.log")
     pool.spawned.extend(workers)
     threads_ = [threading.Thread(target=pool.work, args=(i, workers[i], templates, assignments),
@@ -205,7 +206,7 @@ def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
             thread.join()
         stop_workers(pool.spawned)
     limits = config.limits
-    return {"user": user_note, "network": found.get("network", ""),
+    return {"files": notes["files"], "user": notes["user"], "network": found.get("network", ""),
             "limits": f"cpu {limits.cpu_seconds} s, memory {limits.memory_mb} MB, "
                       f"files {limits.file_mb} MB, processes {limits.processes}",
             "torch": f"{found.get('torch')} ({pool.fallback['device']})"}

@@ -176,6 +176,121 @@ PLANTED: dict[str, Builder] = {
 }
 
 
+# ---------------------------------------------------------------- hostile submissions
+
+#: Every honest notebook carries this line; no hostile output may ever show it.
+SECRET = "SECRET-OF-AN-HONEST-STUDENT-7f3a"
+#: A hostile process started by a kernel carries this in its command line.
+ORPHAN = "hostile-orphan-7f3a"
+
+HOSTILE_CELLS = {
+    # rewrite the hidden checks so that everyone graded later gets 0
+    "rewrites-checks": """
+import importlib.util
+try:
+    path = importlib.util.find_spec("grader.checks.s10_1").origin
+    with open(path, "a") as source:
+        source.write("\\ndef check_qkv_projections(impl):\\n    raise AssertionError('0 for all')\\n")
+except Exception as error:
+    print("could not:", type(error).__name__)
+""",
+    # break the course helpers: every visible test fails for everyone later
+    "rewrites-course": """
+import course.testing
+try:
+    with open(course.testing.__file__, "w") as source:
+        source.write("raise ImportError('the course is gone')\\n")
+except Exception as error:
+    print("could not:", type(error).__name__)
+""",
+    # find the output folder from the grader's command line, wipe it, forge a grade
+    "deletes-results": """
+import glob, json, os, shutil
+for cmdline in glob.glob("/proc/*/cmdline"):
+    try:
+        words = open(cmdline, "rb").read().decode(errors="replace").split("\\0")
+    except OSError:
+        continue
+    if "--out" in words:
+        out = words[words.index("--out") + 1]
+        shutil.rmtree(os.path.join(out, "results"), ignore_errors=True)
+        try:
+            os.remove(os.path.join(out, "grades.csv"))
+        except OSError:
+            pass
+for folder in glob.glob("/tmp/*/graded*") + glob.glob("/tmp/pytest-of-*/*/graded*"):
+    shutil.rmtree(folder, ignore_errors=True)
+print("searched")
+""",
+    # read other students' notebooks, from the filesystem and through /proc
+    "reads-others": f"""
+import glob, os
+found = []
+for pattern in ("/tmp/**/*.ipynb", "/work/**/*.ipynb", "/root/**/*.ipynb", "/proc/*/cwd/*.ipynb"):
+    for path in glob.glob(pattern, recursive=True):
+        try:
+            text = open(path, errors="replace").read()
+        except OSError:
+            continue
+        secret = "{SECRET[:10]}" + "{SECRET[10:]}"  # not whole in its own notebook
+        if secret in text:
+            found.append(path)
+print("found:", found)
+""",
+    # write outside its own folder: the repository, the grader's home, shared /tmp
+    "writes-outside": """
+import os, pathlib
+written = []
+for place in ("/tmp/hostile-was-here", "/var/tmp/hostile-was-here", "/root/hostile-was-here",
+              os.path.join(os.getcwd(), "..", "..", "..", "hostile-was-here")):
+    try:
+        pathlib.Path(place).write_text("x")
+        written.append(place)
+    except OSError:
+        pass
+import grader
+try:
+    pathlib.Path(os.path.dirname(grader.__file__), "..", "hostile-was-here").write_text("x")
+except OSError:
+    pass
+print("written:", written)
+""",
+    # fill the disk of /tmp
+    "fills-tmp": """
+written = 0
+try:
+    with open("/tmp/filler", "wb") as filler:
+        while written < 20 * 2**30:
+            filler.write(b"0" * 2**24)
+            written += 2**24
+except OSError as error:
+    print("stopped after", written // 2**20, "MB:", type(error).__name__)
+""",
+    # leave a process behind that outlives the kernel and strikes later
+    "leaves-orphan": f"""
+import subprocess, sys
+code = "import time; time.sleep(60); open('/tmp/{ORPHAN}', 'w').write('still here')"
+subprocess.Popen([sys.executable, "-c", code, "{ORPHAN}"], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print("started")
+""",
+}
+
+#: Hostile students, named to be graded first; the code of each runs right after the set-up.
+HOSTILE = {f"0-{name}": source for name, source in HOSTILE_CELLS.items()}
+
+
+def honest(nb):
+    """``nb`` with the secret line no other student may ever read."""
+    return samples.insert_cell(nb, "setup", f"# {SECRET}")
+
+
+PLANTED.update({student: (lambda source: lambda r, s: write(r, s, with_cell("setup", source)))(code)
+                for student, code in HOSTILE.items()})
+PLANTED["correct"] = lambda r, s: write(r, s, honest(solved()), timestamp=ON_TIME)
+PLANTED["late"] = lambda r, s: write(r, s, honest(solved()), timestamp=LATE)
+
+
 def build(root: Path, names: list[str] | None = None) -> Path:
     """Write the planted submissions (all, or ``names``) under ``root``."""
     for name in names or PLANTED:

@@ -1,0 +1,302 @@
+"""One notebook cannot zero a class: the kernels' sandbox, the grader's check of its own
+files, and grader failures that are never a learner's zero (grader/autograde/sandbox.py,
+guard.py, pool.py, cells.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.autograde import report
+from grader.autograde.cells import grader_failure
+from grader.autograde.guard import Guard
+from grader.autograde.pool import Pool
+from grader.autograde.report import ERROR, FLAGGED, OK, Result
+from grader.autograde.sandbox import SandboxConfig, bwrap_args, readable_paths
+from grader.autograde.submissions import Submission
+from tests.conftest import GRADING, ROOT
+from tests.submissions import planted
+
+# ---------------------------------------------------------------- the guard
+
+
+@pytest.fixture()
+def package(tmp_path):
+    """A small package with sources and bytecode, to tamper with."""
+    folder = tmp_path / "pkg"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "__init__.py").write_text("X = 1\n")
+    (folder / "sub" / "checks.py").write_text("def check():\n    return True\n")
+    (folder / "data.tsv").write_text("a\tb\n")
+    return folder
+
+
+def test_guard_sees_and_undoes_every_change(package):
+    """Are edited, deleted and added files (bytecode too) reported, and put back exactly?"""
+    guard = Guard([package])
+    assert guard.changes() == []
+    assert list(package.rglob("*.pyc")), "the guard compiles the bytecode up front"
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in package.rglob("*") if p.is_file()}
+    (package / "sub" / "checks.py").write_text("def check():\n    raise AssertionError\n")
+    (package / "data.tsv").unlink()
+    next(package.rglob("*.pyc")).write_bytes(b"forged")
+    (package / "sub" / "planted.py").write_text("evil = True\n")
+    changed = guard.changes()
+    assert "pkg/sub/checks.py" in changed and "pkg/data.tsv" in changed
+    assert "pkg/sub/planted.py" in changed and any(c.endswith(".pyc") for c in changed)
+    guard.restore()
+    assert guard.changes() == []
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in package.rglob("*") if p.is_file()}
+    assert after == before  # same bytes and times: the bytecode stays valid for its source
+
+
+class FakeGuard:
+    """A guard whose files change when a test says so."""
+
+    def __init__(self):
+        self.changed: list[str] = []
+        self.restored = 0
+
+    def changes(self) -> list[str]:
+        return list(self.changed)
+
+    def restore(self) -> None:
+        self.changed, self.restored = [], self.restored + 1
+
+
+def pool_with(subs: list[Submission]) -> tuple[Pool, list[Result]]:
+    recorded: list[Result] = []
+    pool = Pool({}, {}, Path("."), Path("."), None, recorded.append,
+                {s.key: "hash" for s in subs})
+    pool.guard = FakeGuard()
+    pool.queue = list(subs)
+    return pool, recorded
+
+
+def graded(sub: Submission) -> Result:
+    return Result(sub.student, sub.assignment, points={"a": 2.0}, max_points={"a": 2.0},
+                  score=2.0, max_score=2.0, content_hash="hash")
+
+
+def test_a_change_made_alone_flags_that_submission():
+    """When only one notebook ran since the last clean check, is it flagged with what it
+    changed, its points taken, and the files put back before the next one starts?"""
+    a, b = Submission("a", "x"), Submission("b", "x")
+    pool, recorded = pool_with([a, b])
+    assert pool.next_job(0) is a
+    pool.guard.changed = ["grader/checks/s10_1.py"]
+    pool.finish(0, graded(a))
+    assert pool.guard.restored == 1
+    (result,) = recorded
+    assert result.status == FLAGGED and result.score == 0 and result.points == {"a": 0.0}
+    assert "grader/checks/s10_1.py" in result.reason and not result.retry
+    assert pool.next_job(0) is b and not pool.serial
+
+
+def test_a_change_made_alongside_others_grades_them_again_alone():
+    """When two notebooks ran at once, are both graded again one at a time, so that the one
+    that did it is found, and the other is graded on the restored code?"""
+    a, b, c = Submission("a", "x"), Submission("b", "x"), Submission("c", "x")
+    pool, recorded = pool_with([a, b, c])
+    assert (pool.next_job(0), pool.next_job(1)) == (a, b)
+    pool.guard.changed = ["course/testing.py"]
+    assert pool.finish(1, graded(b)) is None  # b ran while a also did: not recorded
+    assert pool.serial and pool.next_job(1) is None  # only worker 0 goes on, alone
+    assert pool.finish(0, graded(a)) is None  # a ran during the change too
+    assert pool.queue[:2] == [a, b] and recorded == []
+    assert pool.next_job(0) is a
+    pool.guard.changed = ["course/testing.py"]  # a does it again, alone this time
+    pool.finish(0, graded(a))
+    assert pool.next_job(0) is b
+    pool.finish(0, graded(b))
+    assert pool.next_job(0) is c
+    pool.finish(0, graded(c))
+    assert [(r.student_id, r.status) for r in recorded] == [("a", FLAGGED), ("b", OK), ("c", OK)]
+    assert pool.next_job(0) is None
+
+
+# ---------------------------------------------------------------- the sandbox's shape
+
+
+def test_kernels_read_python_and_the_course_packages_only():
+    """Are Python and the course's packages readable, but not the checkout around them
+    (solutions/, OUT folders and submissions placed there)?"""
+    readable = readable_paths()
+    assert str(ROOT / "grader") in readable and str(ROOT / "course") in readable
+    assert str(ROOT) not in readable and str(Path.cwd()) not in readable
+    assert not any(str(ROOT / "solutions").startswith(p) for p in readable)
+
+
+def test_bwrap_hides_what_is_hidden_and_binds_what_is_writable(tmp_path):
+    """Does the command line cover up hidden folders inside readable ones, bind the kernel's
+    own folders writable, leave /etc's secrets out, and end read-only?"""
+    out = ROOT / "grader" / "graded"  # an OUT placed, unwisely, inside a readable folder
+    config = SandboxConfig(bwrap="/usr/bin/bwrap", readable=(str(ROOT / "grader"),),
+                           hidden=(str(out), "/elsewhere/submitted"))
+    args = bwrap_args(config, [str(tmp_path)], str(tmp_path))
+    joined = " ".join(args)
+    assert f"--tmpfs {out}" in joined and "/elsewhere/submitted" not in joined
+    assert f"--bind {tmp_path} {tmp_path}" in joined
+    assert "--unshare-all" in args and "--share-net" not in args and "--die-with-parent" in args
+    assert "shadow" not in joined and "--cap-drop ALL" in joined
+    assert args[-1] == "--" and "--remount-ro /" in joined
+
+
+# ---------------------------------------------------------------- grader failures
+
+
+def error_output(ename: str, evalue: str, frames: list[str] = ()):
+    traceback = [f"\x1b[0;31mFile \x1b[0;32m{f}:12\x1b[0m, in \x1b[0;36mf\x1b[0m" for f in frames]
+    return nbformat.v4.new_output("error", ename=ename, evalue=evalue, traceback=traceback)
+
+
+@pytest.mark.parametrize("output, words", [
+    (error_output("ModuleNotFoundError", "No module named 'grader'"), "could not import"),
+    (error_output("ImportError", "cannot import name 's10_1' from 'grader.checks'"),
+     "could not import"),
+    (error_output("TypeError", "unsupported operand", ["/tmp/ipykernel_1/123.py",
+                                                       str(ROOT / "grader/checks/core.py")]),
+     "crashed"),
+])
+def test_grader_failures_are_recognised(output, words):
+    """Is a test cell that failed because the grading machinery did recognised as such?"""
+    assert words in grader_failure("check_x", output)
+
+
+@pytest.mark.parametrize("output", [
+    error_output("CheckFailure", "qkv_projections: Q differs"),
+    error_output("AssertionError", "Blocked keys must get a weight of 0"),
+    error_output("VisibleCheckFailure", "softmax differs"),
+    error_output("NotImplementedError", ""),
+    error_output("TypeError", "qkv_projections() takes 3 positional arguments",
+                 [str(ROOT / "grader/checks/core.py"), "/tmp/ipykernel_1/123.py"]),
+    error_output("ModuleNotFoundError", "No module named 'einops'"),
+])
+def test_answers_failures_stay_the_answers(output):
+    """Are the learner's own failures (a wrong answer, an error raised in their code, a
+    package they lack) never taken for the grader's?"""
+    assert grader_failure("check_x", output) is None
+
+
+# ---------------------------------------------------------------- results on disk
+
+
+def test_damaged_results_are_left_out_for_regrading(tmp_path):
+    """Are unreadable results, results that do not add up and results in another
+    student's place left out (so a rerun regrades them), and reported?"""
+    good = Result("a", "x", points={"e": 1.0}, max_points={"e": 2.0}, score=1.0, max_score=2.0,
+                  content_hash="h")
+    report.save_result(tmp_path, good)
+    report.save_result(tmp_path, Result("b", "x", points={"e": 1.0}, max_points={"e": 2.0},
+                                        score=2.0, max_score=2.0, content_hash="h"))
+    report.atomic_write(report.result_path(tmp_path, "c", "x"), good.to_json())  # a's, as c's
+    report.atomic_write(report.result_path(tmp_path, "d", "x"), "{")
+    damaged: list[Path] = []
+    assert list(report.load_results(tmp_path, damaged)) == [("a", "x")]
+    assert sorted(p.parent.name for p in damaged) == ["b", "c", "d"]
+
+
+# ---------------------------------------------------------------- without bubblewrap
+
+
+def course_copy(tmp_path: Path) -> Path:
+    """A course folder of its own (grader, helpers, data, sources), to let a hostile
+    notebook rewrite it and a test break it without touching this checkout."""
+    course = tmp_path / "course-copy"
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("grader", "course", "data", "solutions", "notebooks"):
+        shutil.copytree(ROOT / name, course / name, ignore=ignore)
+    shutil.copy(ROOT / "nbgrader_config.py", course / "nbgrader_config.py")
+    return course
+
+
+def grade_copy(course: Path, submissions: Path, out: Path, *flags: str) -> dict:
+    """``python -m grader autograde`` with the copy's grader (this checkout's hidden)."""
+    code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in "
+            f"getattr(f, '__module__', '')]; sys.path[:0] = [{str(course)!r}]; "
+            "from grader.__main__ import main; sys.exit(main(sys.argv[1:]))")
+    env = {**os.environ, "COURSE_ROOT": str(course)}
+    command = [sys.executable, "-c", code, "autograde", str(submissions), "--out", str(out),
+               "--quiet", "--jobs", "2", "--timeout", str(GRADING["timeout"]), "--memory-mb",
+               str(GRADING["memory_mb"]), *flags]
+    result = subprocess.run(command, cwd=course, env=env, capture_output=True, text=True,
+                            timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {r.student_id: r for r in report.load_results(out).values()} | {"stderr": result.stderr}
+
+
+@pytest.mark.slow
+def test_without_bubblewrap_a_rewrite_of_the_checks_is_caught_and_undone(tmp_path):
+    """With kernels free to write the grader's files: is the hostile submission flagged with
+    what it changed, are the files put back, and does every honest student graded
+    alongside or after it keep full marks? (And does a kernel that kills its worker cost
+    only its own row, retried later?)"""
+    course = course_copy(tmp_path)
+    before = (course / "grader" / "checks" / "s10_1.py").read_bytes()
+    root = planted.build(tmp_path / "subs", ["0-rewrites-checks", "correct", "late", "kills-grader"])
+    rows = grade_copy(course, root, tmp_path / "out", "--no-file-sandbox")
+    assert "WARNING: kernels' files are NOT isolated" in rows["stderr"]
+    hostile = rows["0-rewrites-checks"]
+    assert hostile.status == FLAGGED and hostile.score == 0
+    assert "changed the grader's files on disk: grader/checks/s10_1.py" in hostile.reason
+    for student in ("correct", "late"):
+        assert (rows[student].score, rows[student].status) == (4, OK), rows[student].reason
+    killer = rows["kills-grader"]  # no PID namespace: its worker dies, another takes over
+    assert (killer.status, killer.retry) == (ERROR, True) and "worker died" in killer.reason
+    assert (course / "grader" / "checks" / "s10_1.py").read_bytes() == before
+
+
+@pytest.mark.slow
+def test_a_broken_grader_is_an_error_to_regrade_never_a_zero(tmp_path):
+    """When the grading machinery itself cannot be imported or crashes, is the row an error
+    marked for regrading, with the reason, instead of an ok row with 0 points?"""
+    course = course_copy(tmp_path)
+    checks = course / "grader" / "checks" / "s10_1.py"
+    checks.write_text(checks.read_text().replace(
+        "    def reference(self, case, device):\n        x = _inputs(case, device)",
+        "    def reference(self, case, device):\n        x = _inputs(case, device) + 1", 1))
+    root = planted.build(tmp_path / "subs", ["correct"])
+    row = grade_copy(course, root, tmp_path / "out")["correct"]
+    assert (row.status, row.retry) == (ERROR, True), row.reason
+    assert "the hidden check of check_qkv_projections crashed (TypeError" in row.reason
+
+
+@pytest.mark.slow
+def test_the_sandbox_probe_sees_an_isolated_kernel(tmp_path):
+    """Does a process in the sandbox see its own PID namespace only, only loopback, and the
+    grader read-only?"""
+    from grader.autograde.options import Options
+    from grader.autograde.sandbox import kernel_env, probe
+
+    config, notes = Options(memory_mb=2500).sandbox(hidden=[tmp_path])
+    if not config.bwrap:
+        pytest.skip(f"bubblewrap cannot run here: {notes['files']}")
+    found = probe(config, kernel_env(tmp_path / "home", tmp_path / "records", 1), tmp_path)
+    assert found["torch_ok"] and not found["grader_writable"]
+    assert found["processes"] <= 2 and found["interfaces"] == ["lo"]
+    assert notes["files"].startswith("isolated by bubblewrap")
+
+
+@pytest.mark.slow
+def test_orphans_die_with_the_sandbox(tmp_path):
+    """Does a process a sandboxed program starts in a new session still die with it?"""
+    from grader.autograde.options import Options
+
+    config, _ = Options().sandbox()
+    if not config.bwrap:
+        pytest.skip("bubblewrap cannot run here")
+    marker = f"orphan-{os.getpid()}-{time.monotonic_ns()}"
+    code = (f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', "
+            f"'import time; time.sleep(30)', '{marker}'], start_new_session=True)")
+    args = bwrap_args(config, [str(tmp_path)], str(tmp_path))
+    subprocess.run([*args, sys.executable, "-c", code], check=True, timeout=60)
+    time.sleep(0.5)
+    found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert found.strip() == ""
