@@ -220,7 +220,10 @@ def readable_paths() -> list[str]:
 
 def bwrap_args(config: SandboxConfig, writable: list[str], chdir: str) -> list[str]:
     """bubblewrap's command line (up to ``--``) for a kernel that may write ``writable``."""
-    args = [config.bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+    # --as-pid-1: the kernel is its PID namespace's init (every process it starts still dies
+    # with it), so its CPU time reaches the worker's accounting (with bubblewrap's own
+    # init in between it is lost).
+    args = [config.bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL"]
     if not config.isolate_network:
         args.append("--share-net")
     for folder in SYSTEM_DIRS:
@@ -241,8 +244,8 @@ def bwrap_args(config: SandboxConfig, writable: list[str], chdir: str) -> list[s
             args += ["--tmpfs", path]  # inside something readable: covered up
     for path in writable:
         args += ["--bind", path, path]
-    # In its own PID namespace the kernel's parent is bubblewrap's init: ipykernel's parent
-    # poller would take that for its parent's death. --die-with-parent does its job.
+    # In its own PID namespace the kernel has no parent it can see: ipykernel's parent poller
+    # would take that for its parent's death. --die-with-parent does its job.
     return args + ["--remount-ro", "/", "--unsetenv", "JPY_PARENT_PID", "--chdir", chdir, "--"]
 
 
@@ -348,6 +351,7 @@ def kernel_env(home: Path, grading_dir: Path, threads: int, extra: dict[str, str
         "COURSE_GRADING_DIR": str(grading_dir),
         "COURSE_QUICK": "1",
         "MPLCONFIGDIR": str(home / ".config" / "matplotlib"),
+        "IPYTHONDIR": str(home / ".ipython"),
         "OMP_NUM_THREADS": str(threads),
         "MKL_NUM_THREADS": str(threads),
         "PYTHONNOUSERSITE": "1",

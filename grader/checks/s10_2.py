@@ -251,7 +251,7 @@ class DotProductVariance(Exercise):
         return {"variance": torch.tensor(1.0 if case.params["scaled"] else float(case.params["d_k"]))}
 
     def evaluate(self, case, got, device):
-        want = float(self.reference(case, device)["variance"])
+        want = float(self.expected(case, device)["variance"])
         have = float(got["variance"])
         if not abs(have - want) <= RELATIVE_TOLERANCE * want:
             hint = ("Divide each dot product by sqrt(d_k)." if case.params["scaled"]

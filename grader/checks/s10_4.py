@@ -178,7 +178,7 @@ class SinusoidalPositionalEncoding(Exercise):
             raise CheckFailure(f"{self.name} should return a float32 tensor, but returned {pe.dtype} "
                                f"in {case}. Compute in float64 if you like, then convert with .float().")
         d_model = case.params["d_model"]
-        compare_within(self.name, case, got, self.reference(case, device),
+        compare_within(self.name, case, got, self.expected(case, device),
                        angle_tolerance(case.params["max_len"]), self.mistakes,
                        lambda: {n: m.run(case, device) for n, m in self.mistakes.items()},
                        {"pe": f"the formula ({FORMULA})"},
@@ -288,7 +288,7 @@ class PositionalEncodingModule(Exercise):
 
     def evaluate(self, case, got, device):
         n = case.params["dims"][1]
-        compare_within(self.name, case, got, self.reference(case, device), angle_tolerance(n),
+        compare_within(self.name, case, got, self.expected(case, device), angle_tolerance(n),
                        self.mistakes, lambda: {k: m.run(case, device) for k, m in self.mistakes.items()},
                        {"output": "x + pe[:n]", "grad x": "the gradient of x + pe[:n]"},
                        lambda key, have: None)
@@ -425,7 +425,7 @@ class RelativeShiftMatrix(Exercise):
 
     def evaluate(self, case, got, device):
         atol = 2 * angle_tolerance(abs(case.params["k"]) + 1)
-        compare_within(self.name, case, got, self.reference(case, device), atol, self.mistakes,
+        compare_within(self.name, case, got, self.expected(case, device), atol, self.mistakes,
                        lambda: {n: m.run(case, device) for n, m in self.mistakes.items()},
                        {"M @ pe[pos]": "pe[pos + k] (positions up to 10 000)",
                         "M": "the block-diagonal rotation matrix"},

@@ -173,7 +173,7 @@ class PaddingMask(Exercise):
         return _padding_with(lambda t, p: (t != p)[:, None, None, :], case, device)
 
     def evaluate(self, case, got, device):
-        want = self.reference(case, device)["mask"]
+        want = self.expected(case, device)["mask"]
         have = got["mask"]
         if tuple(have.shape) != tuple(want.shape):
             raise CheckFailure(
@@ -913,7 +913,7 @@ class GreedyDecode(Exercise):
 
     def evaluate(self, case, got, device):
         p = case.params
-        have, want = got["tokens"].to("cpu"), self.reference(case, device)["tokens"]
+        have, want = got["tokens"].to("cpu"), self.expected(case, device)["tokens"]
         B, n = have.shape
         if n == 0 or (have[:, 0] != p["bos"]).any():
             raise CheckFailure(f"greedy_decode should return sequences that start with bos_id="
