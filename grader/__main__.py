@@ -36,10 +36,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _student_bundle(args: argparse.Namespace) -> int:
-    from grader.publish.bundle import build_student_bundle
+    from grader.publish.bundle import publish
 
-    out = build_student_bundle(Path(args.out), repository=args.repository, branch=args.branch)
-    print(f"student release written to {out} (no solutions, hidden tests or checks inside)")
+    release = publish(Path(args.out), repository=args.repository, branch=args.branch,
+                      through=args.through)
+    print(release.text())
     return 0
 
 
@@ -99,10 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("records", help="folder of *.record.pt files")
     verify.set_defaults(run=_verify)
     bundle = commands.add_parser("student-bundle", help="build the public student release")
-    bundle.add_argument("out", help="new or empty folder to write the release into")
+    bundle.add_argument("out", help="new or empty folder, or the folder (a checkout of the "
+                        "student repository) of an earlier release, to add the next sections to")
+    bundle.add_argument("--through", metavar="SECTION",
+                        help="publish the sections up to and including this one, e.g. 10.3 "
+                        "(default: all); published notebooks are never rewritten")
     bundle.add_argument("--repository", default="transformer-course/transformer-course",
-                        help="GitHub owner/name the release is published as (for the badges)")
-    bundle.add_argument("--branch", default="main", help="branch the badges point at")
+                        help="GitHub owner/name the release is published as (badges, and "
+                        "where the notebooks fetch the helpers from on Colab)")
+    bundle.add_argument("--branch", default="main", help="branch of that repository")
     bundle.set_defaults(run=_student_bundle)
 
     grade = commands.add_parser(
