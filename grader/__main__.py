@@ -6,6 +6,7 @@ Commands:
   student-bundle  build the public student release (notebooks, helpers, data, badges)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
+  gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
 """
 
 from __future__ import annotations
@@ -85,6 +86,14 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gradebook(args: argparse.Namespace) -> int:
+    from grader.autograde.gradebook_import import import_run
+
+    summary = import_run(Path(args.out), db_url=args.db)
+    print(summary.text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -144,6 +153,16 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("outputs", nargs="+", help="the --out folders of every shard")
     merge.add_argument("--out", required=True, help="where the merged output goes")
     merge.set_defaults(run=_merge)
+
+    gradebook = commands.add_parser(
+        "gradebook", help="import an autograde run into the course's nbgrader gradebook",
+        description="Import OUT (a finished or merged autograde run) into the course's "
+                    "gradebook.db: students, submissions, autograded scores, integrity "
+                    "corrections as manual scores, flags as comments for formgrader. Run it "
+                    "again after a regrade: manual scores entered by hand are kept.")
+    gradebook.add_argument("out", help="the --out folder of autograde (or of merge)")
+    gradebook.add_argument("--db", help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    gradebook.set_defaults(run=_gradebook)
     return parser
 
 
