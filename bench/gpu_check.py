@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                      lambda s: solution_checks(s, args.device, work / "records", clock)),
             run_step(Step("tests of the checks: solutions, correct variants, planted bugs, tripwires"),
                      lambda s: check_tests(s, args.device, work / "tests", clock, args.quick)),
-            run_step(Step("autograde of a small class, GPU visible"),
+            run_step(Step(f"autograde of a small class, {args.device} visible to the kernels"),
                      lambda s: autograde_class(s, args.device, work / "class", clock, args.quick)),
             run_step(Step(f"module benchmark on {args.device}"),
                      lambda s: module_benchmark(s, args.device, args.quick)),

@@ -3,7 +3,7 @@
 Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
   verify     re-check saved records in a clean process (see grader.autograde.verify)
-  student-bundle  build the public student release (notebooks, helpers, data, badges)
+  student-bundle  build or extend the public student release (--through SECTION: week by week)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
   gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook

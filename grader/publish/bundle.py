@@ -111,7 +111,7 @@ def badges(repository: str, branch: str = "main", root: Path | None = None) -> s
 def learner_readme(repository: str, branch: str, root: Path, complete: bool = True) -> str:
     sections = [section_of(a) for a in learner_assignments(root)]
     so_far = "" if complete else (
-        f"\nPublished so far: {', '.join(sections)}. The next sections appear here as the "
+        f"\nPublished so far: {', '.join(sections)}. The next sections appear here as the\n"
         "course goes on; what you already have never changes.\n")
     return f"""# The Transformer, hands on: learner notebooks
 
