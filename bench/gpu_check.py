@@ -255,7 +255,8 @@ def autograde_class(step: Step, device: str, work: Path, clock: Clock, quick: bo
 def module_benchmark(step: Step, device: str, quick: bool) -> None:
     from bench.modules import bench_modules
 
-    result = bench_modules(device, repeats=3 if quick else 7, log=lambda _: None)
+    timing = {"round_s": 0.01, "profile": False} if quick else {}
+    result = bench_modules(device, repeats=3 if quick else 7, log=lambda _: None, **timing)
     ratios = {name: entry.get("ratio") for name, entry in result.items() if name != "config"}
     step.details = {name: {k: entry.get(k) for k in ("ours_s", "torch_s", "ratio", "reason")}
                     for name, entry in result.items() if name != "config"}
