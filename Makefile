@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 # nbgrader runs tools of the venv (alembic) by name: put them on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install lab test test-fast notebooks bench browser-deps sandbox-deps clean
+.PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	python3 -m venv $(VENV)
@@ -47,6 +47,13 @@ notebooks: install
 ## Benchmarks: writes bench/report.json and prints the table.
 bench: install
 	$(PYTHON) -m bench
+
+## The GPU path in one command (under 5 minutes): hidden checks and their tests, integrity,
+## a small class autograded and the module benchmark, on CUDA; without CUDA it says so, exit 0.
+## Writes $(GPU_CHECK_OUT)/gpu-check.md and .json.
+GPU_CHECK_OUT ?= bench/out
+gpu-check: install
+	$(PYTHON) -m bench.gpu_check --out $(GPU_CHECK_OUT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

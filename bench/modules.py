@@ -285,8 +285,9 @@ def unavailable(reason: str) -> dict:
             "reason": reason}
 
 
-def bench_modules(device: torch.device | str = "cpu", repeats: int = 15, log=print) -> dict:
-    """Every comparison that the solution notebooks present allow, keyed by module name."""
+def bench_modules(device: torch.device | str = "cpu", repeats: int = 15, log=print, **timing) -> dict:
+    """Every comparison that the solution notebooks present allow, keyed by module name
+    (``timing``: :func:`compare`'s ``round_s`` and ``profile``)."""
     device = torch.device(device)
     ns_10_6 = solution(A_10_6)
     cfg = model_config(ns_10_6)
@@ -299,7 +300,7 @@ def bench_modules(device: torch.device | str = "cpu", repeats: int = 15, log=pri
             report[name] = unavailable(f"solutions/{assignment} does not exist yet")
         else:
             try:
-                report[name] = run(ns, cfg, device, repeats)
+                report[name] = run(ns, cfg, device, repeats, **timing)
             except Exception as error:  # noqa: BLE001 - a benchmark reports what it could not measure
                 report[name] = unavailable(f"{type(error).__name__}: {error}")
         entry = report[name]

@@ -5,6 +5,8 @@
 #
 # Each array task grades `--shard K/N` into $GRADING/out-K with as many jobs as CPUs it got;
 # the merge job starts when all tasks succeeded (afterok). Rerunning a failed task resumes it.
+# The kernels' sandbox needs bubblewrap on the nodes and unprivileged user namespaces
+# (docs/grading.md, "A grading image").
 #SBATCH --job-name=autograde
 #SBATCH --array=1-8                 # N = 8 shards
 #SBATCH --cpus-per-task=4

@@ -3,9 +3,10 @@
 Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
   verify     re-check saved records in a clean process (see grader.autograde.verify)
-  student-bundle  build the public student release (notebooks, helpers, data, badges)
+  student-bundle  build or extend the public student release (--through SECTION: week by week)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
+  gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
 """
 
 from __future__ import annotations
@@ -36,10 +37,11 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _student_bundle(args: argparse.Namespace) -> int:
-    from grader.publish.bundle import build_student_bundle
+    from grader.publish.bundle import publish
 
-    out = build_student_bundle(Path(args.out), repository=args.repository, branch=args.branch)
-    print(f"student release written to {out} (no solutions, hidden tests or checks inside)")
+    release = publish(Path(args.out), repository=args.repository, branch=args.branch,
+                      through=args.through)
+    print(release.text())
     return 0
 
 
@@ -85,6 +87,14 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gradebook(args: argparse.Namespace) -> int:
+    from grader.autograde.gradebook_import import import_run
+
+    summary = import_run(Path(args.out), db_url=args.db)
+    print(summary.text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -100,10 +110,15 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("records", help="folder of *.record.pt files")
     verify.set_defaults(run=_verify)
     bundle = commands.add_parser("student-bundle", help="build the public student release")
-    bundle.add_argument("out", help="new or empty folder to write the release into")
+    bundle.add_argument("out", help="new or empty folder, or the folder (a checkout of the "
+                        "student repository) of an earlier release, to add the next sections to")
+    bundle.add_argument("--through", metavar="SECTION",
+                        help="publish the sections up to and including this one, e.g. 10.3 "
+                        "(default: all); published notebooks are never rewritten")
     bundle.add_argument("--repository", default="transformer-course/transformer-course",
-                        help="GitHub owner/name the release is published as (for the badges)")
-    bundle.add_argument("--branch", default="main", help="branch the badges point at")
+                        help="GitHub owner/name the release is published as (badges, and "
+                        "where the notebooks fetch the helpers from on Colab)")
+    bundle.add_argument("--branch", default="main", help="branch of that repository")
     bundle.set_defaults(run=_student_bundle)
 
     grade = commands.add_parser(
@@ -142,6 +157,16 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("outputs", nargs="+", help="the --out folders of every shard")
     merge.add_argument("--out", required=True, help="where the merged output goes")
     merge.set_defaults(run=_merge)
+
+    gradebook = commands.add_parser(
+        "gradebook", help="import an autograde run into the course's nbgrader gradebook",
+        description="Import OUT (a finished or merged autograde run) into the course's "
+                    "gradebook.db: students, submissions, autograded scores, integrity "
+                    "corrections as manual scores, flags as comments for formgrader. Run it "
+                    "again after a regrade: manual scores entered by hand are kept.")
+    gradebook.add_argument("out", help="the --out folder of autograde (or of merge)")
+    gradebook.add_argument("--db", help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
+    gradebook.set_defaults(run=_gradebook)
     return parser
 
 

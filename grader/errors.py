@@ -33,3 +33,7 @@ class MergeError(GraderError):
 
 class PublishError(GraderError):
     """Generating or bundling the learner material would lose or leak something."""
+
+
+class GradebookError(GraderError):
+    """An autograde output that cannot be imported into the course's nbgrader gradebook."""

@@ -99,6 +99,14 @@ def test_same_packages_and_versions(environment: dict[str, Any]) -> None:
     )
 
 
+def test_the_course_packages_are_declared(environment: dict[str, Any]) -> None:
+    """Does environment.yml declare every package of the course (jupyterlab, numpy, torch,
+    matplotlib, nbgrader, pytest)?"""
+    declared = environment_pins(environment)
+    missing = {"jupyterlab", "numpy", "torch", "matplotlib", "nbgrader", "pytest"} - set(declared)
+    assert not missing, f"environment.yml lacks {sorted(missing)}"
+
+
 def test_conda_forge_only(environment: dict[str, Any]) -> None:
     """Does Binder take every conda package from conda-forge alone?"""
     assert environment.get("channels") == ["conda-forge"], environment.get("channels")

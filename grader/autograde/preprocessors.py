@@ -31,6 +31,8 @@ from nbgrader import utils
 from nbgrader.preprocessors import DeduplicateIds, Execute, OverwriteCells, SaveAutoGrades
 from traitlets import Integer, Unicode
 
+from grader.publish import setup_cell
+
 #: ``ename`` of the error outputs this module adds to cells; feedback and reports read them.
 KERNEL_DIED = "KernelDied"
 KERNEL_UNRESPONSIVE = "KernelUnresponsive"
@@ -53,8 +55,9 @@ HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS
 
 
 def as_released(source: str) -> str:
-    """A read-only cell as the learner received it: hidden tests removed, spaces normalised."""
-    text = HIDDEN_TESTS.sub("", source)
+    """A read-only cell as the learner received it: hidden tests removed, spaces normalised,
+    and the set-up cell's repository and branch as any student release may have set them."""
+    text = setup_cell.neutral(HIDDEN_TESTS.sub("", source))
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 

@@ -1,25 +1,48 @@
 """Build what a course publishes to learners: ``python -m grader student-bundle OUT``.
 
 The bundle is a folder ready to push as the public student repository: the learner
-notebooks, the ``course`` helper package, ``data/``, ``environment.yml`` and Binder's
+notebooks, the helpers (``course/``) and data they use, ``environment.yml`` and Binder's
 ``postBuild``, and a learner README with Binder and Colab badges. Nothing of
-``solutions/``, the hidden tests or ``grader/`` goes in, and :func:`find_leaks` proves it.
+``solutions/``, the hidden tests or ``grader/`` goes in, and :func:`find_leaks` proves it
+on exactly what is published.
+
+Releases go week by week: ``--through 10.3`` publishes the sections up to 10.3 and nothing
+later (later notebooks carry the earlier sections' solutions as given code). Publishing
+again into the same folder (a checkout of the student repository) with a later
+``--through`` adds the next sections and never rewrites a notebook already published:
+learners' copies, and the notebook a Colab badge opens, stay what they were. Helper code,
+data and the README are brought up to date (they hold no learner work), after a check that
+every published notebook still finds what it imports. ``.course-release.json`` records
+what was published, as which repository and branch.
+
+Every published notebook's set-up cell fetches the helpers from the repository and branch
+it is published as (:mod:`grader.publish.setup_cell`).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
 import re
 import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from grader.errors import PublishError
+from grader.errors import PublishError, UsageError
 from grader.paths import course_root
+from grader.publish import setup_cell
 
 DEFAULT_REPOSITORY = "transformer-course/transformer-course"
-COPIED = ("notebooks", "course", "data", "environment.yml", "postBuild")
+RELEASE_FILE = ".course-release.json"
+TOP_FILES = ("environment.yml", "postBuild")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "train_reference.py")
+#: Never published: the instructor's folders and files.
+INSTRUCTOR_DIRS = {"solutions", "grader", "tests", "autograded", "submitted", "feedback", "exchange"}
+INSTRUCTOR_FILES = {"train_reference.py", "gradebook.db", "nbgrader_config.py"}
 
 STUDENT_PYPROJECT = """\
 [build-system]
@@ -38,12 +61,38 @@ include = ["course*"]
 """
 
 
+# ---------------------------------------------------------------- sections
+
+
+def section_of(assignment: str) -> str:
+    """``10.3-multi-head-attention`` -> ``10.3``."""
+    return assignment.split("-", 1)[0]
+
+
+def learner_assignments(root: Path) -> list[str]:
+    """Assignments with a learner notebook in ``root/notebooks``, in section order."""
+    folders = {p.parent.name for p in (root / "notebooks").glob("*/*.ipynb")}
+    return sorted(folders, key=lambda name: tuple(int(n) for n in re.findall(r"\d+", section_of(name))))
+
+
+def due_assignments(assignments: list[str], through: str | None) -> list[str]:
+    """The assignments up to and including section ``through`` (all when None)."""
+    if through is None:
+        return list(assignments)
+    names = [a for a in assignments if through in (a, section_of(a))]
+    if not names:
+        raise UsageError(f"--through {through!r}: no such section; choose one of "
+                         f"{', '.join(section_of(a) for a in assignments)}.")
+    return assignments[: assignments.index(names[0]) + 1]
+
+
 def notebook_links(root: Path) -> list[tuple[str, str]]:
     """(title, path relative to ``root``) of every learner notebook, in section order."""
     links = []
-    for path in sorted((root / "notebooks").glob("*/*.ipynb")):
-        title = path.parent.name.replace("-", " ", 1).replace("-", " ")
-        links.append((title, path.relative_to(root).as_posix()))
+    for assignment in learner_assignments(root):
+        for path in sorted((root / "notebooks" / assignment).glob("*.ipynb")):
+            title = path.parent.name.replace("-", " ", 1).replace("-", " ")
+            links.append((title, path.relative_to(root).as_posix()))
     return links
 
 
@@ -59,12 +108,16 @@ def badges(repository: str, branch: str = "main", root: Path | None = None) -> s
     return binder + "\n\n" + "\n".join(rows) + "\n"
 
 
-def learner_readme(repository: str, branch: str, root: Path) -> str:
+def learner_readme(repository: str, branch: str, root: Path, complete: bool = True) -> str:
+    sections = [section_of(a) for a in learner_assignments(root)]
+    so_far = "" if complete else (
+        f"\nPublished so far: {', '.join(sections)}. The next sections appear here as the\n"
+        "course goes on; what you already have never changes.\n")
     return f"""# The Transformer, hands on: learner notebooks
 
-Six notebooks in which you build the Transformer from its parts in PyTorch; every piece
-you write is checked at once against PyTorch's own modules.
-
+Notebooks in which you build the Transformer from its parts in PyTorch; every piece you
+write is checked at once against PyTorch's own modules.
+{so_far}
 Open the whole course on Binder, or one notebook on Colab:
 
 {badges(repository, branch, root)}
@@ -73,35 +126,278 @@ On your own machine: `pip install -e .` (with PyTorch 2.1 or newer), then
 """
 
 
-def build_student_bundle(out: Path, repository: str = DEFAULT_REPOSITORY,
-                         branch: str = "main", root: Path | None = None) -> Path:
-    """Write the student release of the course at ``root`` (default: :func:`course_root`)
-    into ``out``, which must not exist or be empty."""
+# ---------------------------------------------------------------- what sections use
+
+
+def code_cells(path: Path) -> list[str]:
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+def parse_code(text: str) -> ast.AST:
+    """Python of a code cell or module; IPython's ``%magic`` and ``!shell`` lines left out."""
+    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return ast.parse("")
+
+
+def course_imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
+    """``(module, names)`` of every import from the ``course`` package in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(a.name, []) for a in node.names if a.name.split(".")[0] == "course"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "course":
+            found.append((node.module, [a.name for a in node.names]))
+    return found
+
+
+def module_file(package: Path, module: str) -> Path | None:
+    """The file of ``course.x.y`` under ``package`` (the ``course`` folder), if any."""
+    parts = module.split(".")[1:]
+    base = package.joinpath(*parts) if parts else package
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def helper_files(notebooks: list[Path], package: Path) -> set[Path]:
+    """The files of ``package`` (``course/``) the notebooks import, directly or not."""
+    todo = [parse_code(text) for nb in notebooks for text in code_cells(nb)]
+    needed: set[Path] = {package / "__init__.py"}
+    todo.append(ast.parse((package / "__init__.py").read_text()))
+    while todo:
+        for module, names in course_imports(todo.pop()):
+            candidates = [module_file(package, module)]
+            candidates += [module_file(package, f"{module}.{n}") for n in names]  # from course import x
+            for path in candidates:
+                while path is not None and path not in needed:
+                    needed.add(path)
+                    todo.append(ast.parse(path.read_text()))
+                    init = path.parent / "__init__.py"  # a subpackage needs its __init__
+                    path = init if init.is_file() and path != init else None
+    needed |= {p for p in package.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}
+               and "__pycache__" not in p.parts}
+    return needed
+
+
+def uses_data(texts: list[str], data: Path) -> bool:
+    """Whether the published code names a data file of ``data/`` (so data/ goes along)."""
+    files = [p.name for p in data.glob("*") if p.is_file() and p.suffix not in {".py", ".md"}]
+    return any(name in text for name in files for text in texts)
+
+
+def defined_names(path: Path) -> set[str]:
+    """Top-level names a module defines or imports (what ``from module import x`` can find)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def missing_imports(notebook: Path, package: Path) -> list[str]:
+    """``course`` names ``notebook`` imports that ``package`` does not provide."""
+    missing = []
+    for text in code_cells(notebook):
+        for module, names in course_imports(parse_code(text)):
+            path = module_file(package, module)
+            if path is None:
+                missing.append(module)
+                continue
+            have = defined_names(path)
+            missing += [f"{module}.{n}" for n in names
+                        if n not in have and module_file(package, f"{module}.{n}") is None]
+    return missing
+
+
+# ---------------------------------------------------------------- publishing
+
+
+@dataclass
+class Release:
+    """What one ``student-bundle`` run published."""
+
+    out: Path
+    repository: str
+    branch: str
+    sections: list[str]  # assignments published, all so far
+    added: list[str] = field(default_factory=list)  # files new in this run
+    updated: list[str] = field(default_factory=list)  # helpers, data, README brought up to date
+    kept: list[str] = field(default_factory=list)  # published notebooks that differ from the course's
+
+    def text(self) -> str:
+        complete = ", ".join(section_of(a) for a in self.sections)
+        lines = [f"student release in {self.out}: sections {complete} "
+                 f"(as {self.repository}, branch {self.branch}); no solutions of a section not "
+                 "yet due, no hidden tests, no grading code inside."]
+        if self.added:
+            lines.append(f"added {len(self.added)} file(s): " + ", ".join(self.added))
+        if self.updated:
+            lines.append("updated: " + ", ".join(self.updated))
+        if not self.added and not self.updated:
+            lines.append("nothing to add: the folder already holds this release.")
+        for path in self.kept:
+            lines.append(f"kept {path} as learners have it: the course's version differs now "
+                         "(published notebooks are never rewritten)")
+        return "\n".join(lines)
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_release(out: Path) -> dict | None:
+    """The record of an earlier release in ``out``; None for a new or empty folder."""
+    record = out / RELEASE_FILE
+    if record.is_file():
+        return json.loads(record.read_text())
+    if out.exists() and any(p.name != ".git" for p in out.iterdir()):
+        raise PublishError(f"{out} is not empty and holds no student release ({RELEASE_FILE}): "
+                           "choose a new folder, or a checkout of the student repository you "
+                           "published into before.")
+    return None
+
+
+def check_continues(previous: dict, repository: str, branch: str, due: list[str]) -> None:
+    """A later release must be the same repository and branch, and withdraw nothing."""
+    if (previous["repository"], previous["branch"]) != (repository, branch):
+        raise PublishError(
+            f"This folder was published as {previous['repository']} (branch "
+            f"{previous['branch']}), not {repository} ({branch}): its notebooks fetch their "
+            "helpers from there. Publish a new term into a new folder.")
+    withdrawn = [a for a in previous["sections"] if a not in due]
+    if withdrawn:
+        raise PublishError(
+            f"Already published through {section_of(previous['sections'][-1])}: --through "
+            f"{section_of(due[-1])} would withdraw {', '.join(withdrawn)}, which learners have. "
+            f"Publish --through {section_of(previous['sections'][-1])} or later.")
+
+
+def published_notebook(source: Path, repository: str, branch: str) -> str:
+    """A learner notebook as published: its set-up cell points at ``repository``/``branch``."""
+    nb = nbformat.read(source, as_version=4)
+    holders = [c for c in nb.cells if c.cell_type == "code" and setup_cell.course_source(c.source)
+               is not None]
+    where = f"{source.parent.name}/{source.name}"
+    if len(holders) != 1:
+        raise PublishError(f"{where}: expected one cell with the COURSE_SOURCE line (the set-up "
+                           f"cell), found {len(holders)}; restore it in solutions/ and run "
+                           "`python -m grader generate`.")
+    (cell,) = holders
+    cell.source = setup_cell.point_at(cell.source, repository, branch, f"the set-up cell of {where}")
+    meta = cell.metadata.get("nbgrader", {})
+    if "checksum" in meta:  # nbgrader's validate compares a locked cell with its checksum
+        from nbgrader.utils import compute_checksum
+
+        meta["checksum"] = compute_checksum(cell)
+    return nbformat.writes(nb) + "\n"
+
+
+def stage(staging: Path, root: Path, due: list[str], repository: str, branch: str,
+          complete: bool) -> list[str]:
+    """Write the release of ``due`` over the copy of the earlier one in ``staging``.
+
+    Notebooks already there are left alone; returns those that now differ from the course's.
+    """
+    kept = []
+    notebooks = []
+    for assignment in due:
+        for source in sorted((root / "notebooks" / assignment).glob("*.ipynb")):
+            target = staging / "notebooks" / assignment / source.name
+            text = published_notebook(source, repository, branch)
+            if target.exists():
+                if target.read_text() != text:
+                    kept.append(target.relative_to(staging).as_posix())
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
+            notebooks.append(target)
+    package = root / "course"
+    for path in helper_files(notebooks, package):
+        target = staging / "course" / path.relative_to(package)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+    shipped = [p for p in (staging / "course").rglob("*.py")] + notebooks
+    if (root / "data").is_dir() and uses_data([_code_text(p) for p in shipped], root / "data"):
+        shutil.copytree(root / "data", staging / "data", ignore=IGNORED, dirs_exist_ok=True)
+    for name in TOP_FILES:
+        if (root / name).is_file():
+            shutil.copy2(root / name, staging / name)
+    (staging / "pyproject.toml").write_text(STUDENT_PYPROJECT)
+    (staging / "README.md").write_text(learner_readme(repository, branch, staging, complete))
+    broken = [f"{p.relative_to(staging)} imports {name}" for p in
+              sorted((staging / "notebooks").glob("*/*.ipynb"))
+              for name in missing_imports(p, staging / "course")]
+    if broken:
+        raise PublishError("Published notebooks would no longer find their helpers:\n  "
+                           + "\n  ".join(broken) + "\nKeep those names in course/ (learners' "
+                           "notebooks import them), then publish again.")
+    return kept
+
+
+def publish(out: Path, repository: str = DEFAULT_REPOSITORY, branch: str = "main",
+            through: str | None = None, root: Path | None = None) -> Release:
+    """Publish the sections up to ``through`` (all when None) of the course at ``root``
+    into ``out``: a new or empty folder, or the folder of an earlier release (see the
+    module docstring). Nothing is written to ``out`` unless the whole release is clean."""
     root = root or course_root()
-    if out.exists() and any(out.iterdir()):
-        raise PublishError(f"{out} is not empty: choose a new folder (nothing is overwritten).")
-    if not any((root / "notebooks").glob("*/*.ipynb")):
+    setup_cell.check_names(repository, branch)
+    assignments = learner_assignments(root)
+    if not assignments:
         raise PublishError("notebooks/ has no learner notebooks: run `python -m grader generate`.")
-    out.mkdir(parents=True, exist_ok=True)
-    for name in COPIED:
-        source = root / name
-        if source.is_dir():
-            shutil.copytree(source, out / name, ignore=IGNORED)
-        elif source.exists():
-            shutil.copy2(source, out / name)
-    (out / "pyproject.toml").write_text(STUDENT_PYPROJECT)
-    (out / "README.md").write_text(learner_readme(repository, branch, root))
-    leaks = find_leaks(out, root / "solutions")
-    if leaks:
-        shutil.rmtree(out)
-        raise PublishError("The student bundle would leak instructor material:\n" + "\n".join(leaks))
-    return out
+    due = due_assignments(assignments, through)
+    previous = read_release(out)
+    if previous:
+        check_continues(previous, repository, branch, due)
+    with tempfile.TemporaryDirectory(prefix="student-release-") as scratch:
+        staging = Path(scratch) / "release"
+        if out.is_dir():
+            shutil.copytree(out, staging, ignore=shutil.ignore_patterns(".git"))
+        staging.mkdir(exist_ok=True)
+        kept = stage(staging, root, due, repository, branch, complete=due == assignments)
+        files = {p.relative_to(staging).as_posix(): digest(p)
+                 for p in sorted(staging.rglob("*")) if p.is_file() and p.name != RELEASE_FILE}
+        record = {"repository": repository, "branch": branch, "through": section_of(due[-1]),
+                  "sections": due, "notebooks": {k: v for k, v in files.items()
+                                                 if k.startswith("notebooks/")}}
+        (staging / RELEASE_FILE).write_text(json.dumps(record, indent=1) + "\n")
+        leaks = find_leaks(staging, root / "solutions", due)
+        if leaks:
+            raise PublishError("The student release would leak instructor material (nothing "
+                               "was written):\n" + "\n".join(leaks))
+        release = Release(out, repository, branch, due, kept=kept)
+        out.mkdir(parents=True, exist_ok=True)
+        for path in sorted(staging.rglob("*")):
+            relative = path.relative_to(staging).as_posix()
+            target = out / relative
+            if path.is_dir() or (target.is_file() and target.read_bytes() == path.read_bytes()):
+                continue
+            if relative != RELEASE_FILE:
+                (release.updated if target.exists() else release.added).append(relative)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+    return release
+
+
+def build_student_bundle(out: Path, repository: str = DEFAULT_REPOSITORY, branch: str = "main",
+                         root: Path | None = None, through: str | None = None) -> Path:
+    """:func:`publish`, returning the folder."""
+    return publish(out, repository, branch, through, root).out
 
 
 # ---------------------------------------------------------------- leak detection
 
-MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "grader.checks", "from grader",
-           "import grader")
+MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS",
+           "grader.checks", "from grader", "import grader")
 
 
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
@@ -113,46 +409,61 @@ def solution_lines(notebook: Path, min_length: int = 12) -> set[str]:
     Lines that also stand outside the solution blocks (in given code, say) are public.
     """
     solution, public = set(), set()
-    for cell in nbformat.read(notebook, as_version=4).cells:
-        if cell.cell_type != "code":
-            continue
-        for block in SOLUTION_BLOCK.findall(cell.source):
+    for source in code_cells(notebook):
+        for block in SOLUTION_BLOCK.findall(source):
             solution.update(line.strip() for line in block.splitlines())
-        public.update(line.strip() for line in SOLUTION_BLOCK.sub("", cell.source).splitlines())
+        public.update(line.strip() for line in SOLUTION_BLOCK.sub("", source).splitlines())
     return {line for line in solution - public
             if len(line) >= min_length and not line.startswith("#")}
+
+
+def all_lines(notebook: Path) -> set[str]:
+    """Every code line of an instructor notebook, solutions included (what is known once due)."""
+    return {line.strip() for source in code_cells(notebook) for line in source.splitlines()}
 
 
 def _code_text(path: Path) -> str:
     """The code a learner receives in a file: code cells of notebooks, whole text otherwise."""
     if path.suffix == ".ipynb":
-        cells = nbformat.read(path, as_version=4).cells
-        return "\n".join(c.source for c in cells if c.cell_type == "code")
+        return "\n".join(code_cells(path))
     return path.read_text(errors="replace")
 
 
-def _secret_lines(path: Path, bundle: Path, solutions: Path) -> set[str]:
-    """Solution lines that must not appear in ``path``.
+def _release_sections(bundle: Path) -> list[str] | None:
+    record = bundle / RELEASE_FILE
+    return json.loads(record.read_text())["sections"] if record.is_file() else None
 
-    A learner notebook must not hold its own solutions (earlier sections' building blocks
-    are given on purpose); helper code must hold no solution of any section.
+
+def find_leaks(bundle: Path, solutions: Path, due: list[str] | None = None) -> list[str]:
+    """Every file or line of the bundle that gives away solutions, hidden tests or checks.
+
+    ``due``: the assignments released (default: the bundle's record, else its notebooks).
+    A notebook may carry the solutions of earlier sections (given code); no file may hold
+    a solution line of a section not yet due, nor a notebook its own solutions.
     """
-    if path.suffix == ".ipynb":
-        source = solutions / path.relative_to(bundle / "notebooks")
-        return solution_lines(source) if source.exists() else set()
-    return set().union(*(solution_lines(nb, min_length=25) for nb in solutions.glob("*/*.ipynb")))
-
-
-def find_leaks(bundle: Path, solutions: Path) -> list[str]:
-    """Every file or line of the bundle that gives away solutions, hidden tests or checks."""
-    leaks = [f"{p.relative_to(bundle)}: instructor folder" for p in bundle.rglob("*")
-             if p.is_dir() and p.name in {"solutions", "grader", "tests", "autograded", "submitted"}]
-    for path in sorted(bundle.rglob("*")):
+    sources = {p.parent.name: p for p in sorted(solutions.glob("*/*.ipynb"))}
+    present = sorted({p.parent.name for p in (bundle / "notebooks").glob("*/*.ipynb")})
+    due = due if due is not None else (_release_sections(bundle) or present)
+    files = [p for p in sorted(bundle.rglob("*")) if ".git" not in p.relative_to(bundle).parts]
+    leaks = [f"{p.relative_to(bundle)}: instructor folder" for p in files
+             if p.is_dir() and p.name in INSTRUCTOR_DIRS]
+    leaks += [f"{p.relative_to(bundle)}: instructor file" for p in files
+              if p.is_file() and p.name in INSTRUCTOR_FILES]
+    leaks += [f"notebooks/{a}: section not yet due" for a in present if a not in due]
+    known = set().union(*(all_lines(sources[a]) for a in due if a in sources))
+    future = set().union(*(solution_lines(p) for a, p in sources.items() if a not in due)) - known
+    helpers = set().union(*(solution_lines(p, min_length=25) for p in sources.values()))
+    for path in files:
         if not path.is_file() or path.suffix not in {".ipynb", ".py", ".md", ".txt", ".yml", ".toml"}:
             continue
         text = _code_text(path)
-        leaks += [f"{path.relative_to(bundle)}: {m!r}" for m in MARKERS if m in text]
-        if path.suffix in {".ipynb", ".py"}:
-            leaks += [f"{path.relative_to(bundle)}: solution line {line!r}"
-                      for line in sorted(_secret_lines(path, bundle, solutions)) if line in text]
+        name = path.relative_to(bundle)
+        leaks += [f"{name}: {m!r}" for m in MARKERS if m in text]
+        if path.suffix == ".ipynb":
+            own = solution_lines(sources[path.parent.name]) if path.parent.name in sources else set()
+            leaks += [f"{name}: solution line {line!r}" for line in sorted(own) if line in text]
+            leaks += [f"{name}: solution line of a section not yet due {line!r}"
+                      for line in sorted(future - own) if line in text]
+        elif path.suffix == ".py":
+            leaks += [f"{name}: solution line {line!r}" for line in sorted(helpers) if line in text]
     return leaks
