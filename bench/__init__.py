@@ -6,8 +6,11 @@ Measures, in one run on the current machine, and writes ``bench/report.json`` an
 * ``notebooks``: each solution notebook start to finish (kernel start included) and the
   kernel's peak memory (:mod:`bench.notebooks`);
 * ``autograde``: stock serial ``nbgrader autograde`` against ``python -m grader autograde
-  --jobs 2`` on the same mixed class, and grading's overhead over plain execution
+  --jobs 2`` and ``--jobs 1`` on the same mixed class, CPU seconds by phase on both sides,
+  the sandbox's cost per notebook, and grading's overhead over plain execution
   (:mod:`bench.autograde`);
+* ``checks``: the hidden checks' CPU seconds per notebook, in a fresh process
+  (:mod:`bench.checks`);
 * ``modules``: the course's modules against PyTorch's, forward plus backward
   (:mod:`bench.modules`);
 * ``scaling``: attention's time and memory against sequence length (:mod:`bench.scaling`).

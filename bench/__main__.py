@@ -17,7 +17,7 @@ import torch
 from bench import BENCH_DIR, cpu_seconds
 from bench import report as report_
 
-PARTS = ("modules", "scaling", "notebooks", "autograde")
+PARTS = ("modules", "scaling", "notebooks", "checks", "autograde")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,6 +64,10 @@ def measure(part: str, args: argparse.Namespace, devices: list[str], report: dic
 
         report["notebooks"] = bench_notebooks(repeats=args.repeats, long_repeats=args.long_repeats,
                                               log=log)
+    elif part == "checks":
+        from bench.checks import bench_checks
+
+        report["checks"] = bench_checks(log=log)
     elif part == "autograde":
         from bench.autograde import bench_autograde
 

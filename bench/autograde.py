@@ -18,6 +18,7 @@ runs share the CPUs as the graded ones did.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -37,7 +38,7 @@ from grader.autograde.options import Options, available_cpus
 from grader.autograde.run import autograde
 from grader.paths import NBGRADER_CONFIG, with_python_tools
 
-TARGET_SPEEDUP = 1.6
+TARGET_SPEEDUP = 1.8
 KEYS = ("serial_nbgrader_s", "parallel_s", "jobs", "speedup", "overhead_ratio")
 
 
@@ -59,9 +60,25 @@ def submission_key(path: Path) -> tuple[str, str]:
     return path.parent.parent.name, path.parent.name
 
 
+#: Runs ``nbgrader ARGS``, then writes its own CPU seconds and its kernels' (reaped children)
+#: to the file named by the first argument.
+STOCK_RUNNER = """
+import json, resource, runpy, sys
+report = sys.argv.pop(1)
+sys.argv[0] = "nbgrader"
+try:
+    runpy.run_module("nbgrader", run_name="__main__")
+finally:
+    own, kids = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    with open(report, "w") as out:
+        json.dump({"nbgrader": own.ru_utime + own.ru_stime, "kernels": kids.ru_utime + kids.ru_stime}, out)
+"""
+
+
 def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
-                   solutions: Path = ROOT / "solutions") -> tuple[float, float, dict]:
-    """Wall and CPU seconds of stock serial ``nbgrader autograde`` on ``submissions``; scores.
+                   solutions: Path = ROOT / "solutions") -> tuple[float, dict[str, float], dict]:
+    """Stock serial ``nbgrader autograde`` on ``submissions``: wall seconds, CPU seconds by
+    phase (nbgrader's own process, its kernels), scores.
 
     ``generate_assignment`` (setup, not grading) runs before the clock starts. The kernels
     get ``COURSE_QUICK=1`` as ours do, so both grade the same short version of a notebook.
@@ -76,16 +93,19 @@ def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
         shutil.copytree(find_root(submissions, set(assignments)), course / "submitted")
         env = with_python_tools({**os.environ, "COURSE_QUICK": "1"})
         env.pop("COURSE_GRADING_DIR", None)
-        base = [sys.executable, "-m", "nbgrader"]
         for name in assignments:
-            subprocess.run(base + ["generate_assignment", name, "--force", "--log-level=ERROR"],
-                           cwd=course, env=env, check=True, capture_output=True)
-        started, cpu = time.monotonic(), cpu_seconds()
+            subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", name, "--force",
+                            "--log-level=ERROR"], cwd=course, env=env, check=True, capture_output=True)
+        cpu = {"nbgrader": 0.0, "kernels": 0.0}
+        started = time.monotonic()
         for name in assignments:
-            subprocess.run(base + ["autograde", name, "--force", "--log-level=ERROR",
-                                   f"--Execute.timeout={timeout}"],
+            usage = course / f"usage-{name}.json"
+            subprocess.run([sys.executable, "-c", STOCK_RUNNER, str(usage), "autograde", name,
+                            "--force", "--log-level=ERROR", f"--Execute.timeout={timeout}"],
                            cwd=course, env=env, capture_output=True)
-        elapsed, cpu = time.monotonic() - started, cpu_seconds() - cpu
+            for phase, seconds in json.loads(usage.read_text()).items():
+                cpu[phase] += seconds
+        elapsed = time.monotonic() - started
         from nbgrader.api import Gradebook
 
         scores = {}
@@ -96,46 +116,88 @@ def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
     return elapsed, cpu, scores
 
 
+def ours(submissions: Path, out: Path, cache: Path, jobs: int, timeout: int,
+         **options) -> tuple[float, dict[str, float], dict]:
+    """``autograde(submissions, out, Options(jobs=...))`` after its setup (:func:`warm_cache`):
+    wall seconds, CPU seconds by grading phase (summed over the notebooks; ``other`` is the
+    rest: the workers' start-up, the run's own process), results."""
+    if out.exists():
+        shutil.rmtree(out)
+    opts = Options(jobs=jobs, timeout=timeout, progress=False, cache=cache, **options)
+    assignments = sorted({p.parent.name for p in submissions.glob("*/*/*.ipynb")})
+    warm_cache(assignments, opts, out)
+    started, cpu = time.monotonic(), cpu_seconds()
+    autograde(submissions, out, opts)
+    elapsed, total = time.monotonic() - started, cpu_seconds() - cpu
+    results = report.load_results(out)
+    phases: dict[str, float] = {}
+    for result in results.values():
+        for name, seconds in result.timings.items():
+            if name.endswith("_cpu"):
+                phases[name[:-4]] = phases.get(name[:-4], 0.0) + seconds
+    phases["other"] = total - sum(phases.values())
+    return elapsed, {k: round(v, 2) for k, v in phases.items()}, results
+
+
 def benchmark_against_nbgrader(submissions: Path, jobs: int = 2, timeout: int = 60,
                                out: Path | None = None) -> dict:
-    """Time stock serial ``nbgrader autograde`` and ``autograde --jobs`` on the same set.
+    """Stock serial ``nbgrader autograde``, then ours with ``jobs`` and with one job, on the
+    same submissions, one after the other in this process.
 
-    Setup is left out of both clocks: ``generate_assignment`` for nbgrader, the template
+    Setup is left out of every clock: ``generate_assignment`` for nbgrader, the template
     gradebooks and the sandbox check (:func:`warm_cache`) for ours. Returns the keys the
     benchmark report uses (``autograde.serial_nbgrader_s``, ``autograde.parallel_s``,
-    ``autograde.jobs``, ``autograde.speedup``), the CPU seconds of both, the number of
-    notebooks and CPUs, and the submissions whose total differs between the two (expected
-    only where ours is stricter or more forgiving by design: integrity flags, stderr
-    warnings, dead kernels).
+    ``autograde.serial_s``, ``autograde.jobs``, ``autograde.speedup``), CPU seconds by phase
+    of each, the number of notebooks and CPUs, and the submissions whose total differs
+    between stock nbgrader and ours (expected only where ours is stricter or more forgiving
+    by design: integrity flags, stderr warnings, dead kernels).
     """
     submissions = Path(submissions)
     notebooks = sorted(submissions.glob("*/*/*.ipynb"))
     assignments = sorted({p.parent.name for p in notebooks})
-    serial, serial_cpu, stock_scores = stock_nbgrader(submissions, assignments, timeout)
+    stock_s, stock_cpu, stock_scores = stock_nbgrader(submissions, assignments, timeout)
     with tempfile.TemporaryDirectory(prefix="cg-bench-") as scratch:
+        cache = Path(scratch) / "cache"
         target = Path(out) if out else Path(scratch) / "out"
-        if target.exists():
-            shutil.rmtree(target)
-        options = Options(jobs=jobs, timeout=timeout, progress=False,
-                          cache=Path(scratch) / "cache")
-        warm_cache(assignments, options, target)
-        started, cpu = time.monotonic(), cpu_seconds()
-        autograde(submissions, target, options)
-        parallel, parallel_cpu = time.monotonic() - started, cpu_seconds() - cpu
-        ours = report.load_results(target)
+        parallel_s, parallel_cpu, results = ours(submissions, target, cache, jobs, timeout)
+        serial_s, serial_cpu, _ = ours(submissions, Path(scratch) / "serial", cache, 1, timeout)
     differ = sorted(f"{s}/{a}: nbgrader {stock_scores.get((s, a))}, ours {r.score} ({r.status})"
-                    for (s, a), r in ours.items()
+                    for (s, a), r in results.items()
                     if stock_scores.get((s, a)) is not None
                     and abs(stock_scores[(s, a)] - r.score) > 1e-9)
-    return {"autograde.serial_nbgrader_s": round(serial, 2),
-            "autograde.parallel_s": round(parallel, 2),
+    return {"autograde.serial_nbgrader_s": round(stock_s, 2),
+            "autograde.parallel_s": round(parallel_s, 2),
+            "autograde.serial_s": round(serial_s, 2),
             "autograde.jobs": jobs,
-            "autograde.speedup": round(serial / parallel, 2),
-            "autograde.serial_nbgrader_cpu_s": round(serial_cpu, 2),
-            "autograde.parallel_cpu_s": round(parallel_cpu, 2),
+            "autograde.speedup": round(stock_s / parallel_s, 2),
+            "autograde.serial_speedup": round(stock_s / serial_s, 2),
+            "autograde.serial_nbgrader_cpu_s": round(sum(stock_cpu.values()), 2),
+            "autograde.parallel_cpu_s": round(sum(parallel_cpu.values()), 2),
+            "autograde.serial_cpu_s": round(sum(serial_cpu.values()), 2),
+            "autograde.cpu_by_phase": {
+                "stock nbgrader, serial": {k: round(v, 2) for k, v in stock_cpu.items()},
+                f"ours, --jobs {jobs}": parallel_cpu, "ours, --jobs 1": serial_cpu},
             "autograde.notebooks": len(notebooks),
             "autograde.cpus": available_cpus(),
             "autograde.score_differences": differ}
+
+
+def sandbox_cost(submissions: Path, timeout: int = 60) -> dict:
+    """Seconds (wall, CPU) per notebook that the bubblewrap sandbox adds: the same notebooks
+    graded one at a time with and without it."""
+    with tempfile.TemporaryDirectory(prefix="cg-sandbox-") as scratch:
+        cache, n = Path(scratch) / "cache", len(list(submissions.glob("*/*/*.ipynb")))
+        runs = {}
+        for files in (True, False):
+            runs[files] = ours(submissions, Path(scratch) / f"out-{files}", cache, 1, timeout,
+                               isolate_files=files)
+    (with_s, with_cpu, _), (without_s, without_cpu, _) = runs[True], runs[False]
+    return {"notebooks": n, "with_s": round(with_s, 2), "without_s": round(without_s, 2),
+            "wall_s_per_notebook": round((with_s - without_s) / n, 2),
+            "cpu_s_per_notebook": round((sum(with_cpu.values()) - sum(without_cpu.values())) / n, 2),
+            "files": Options().sandbox()[1]["files"]}
+
+
 def plain_seconds(notebooks: list[Path], jobs: int, threads: int) -> list[float]:
     """Each notebook run plainly by nbclient, ``jobs`` at a time, ``threads`` per kernel."""
     env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
@@ -160,6 +222,13 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         out = Path(scratch) / "out"
         side_by_side = benchmark_against_nbgrader(submitted, jobs=jobs, timeout=timeout, out=out)
         results = report.load_results(out)
+        correct = Path(scratch) / "correct"
+        for path in notebooks:
+            if submission_key(path)[0].startswith("correct"):
+                shutil.copytree(path.parent, correct / path.parent.parent.name / path.parent.name)
+        log(f"  autograde: the sandbox's cost, on {len(list(correct.glob('*/*/*.ipynb')))} correct "
+            "notebooks graded with and without it")
+        sandbox = sandbox_cost(correct, timeout=timeout)
         threads = max(1, available_cpus() // jobs)
         full_runs = [p for p in notebooks if submission_key(p)[0].startswith("correct")]
         plain = dict(zip(map(submission_key, full_runs), plain_seconds(full_runs, jobs, threads)))
@@ -181,6 +250,7 @@ def bench_autograde(assignments: list[str] | None = None, copies: int = 1, jobs:
         for phase, seconds in (getattr(r, "timings", None) or {}).items():
             phases.setdefault(phase, []).append(seconds)
     figures.update({
+        "sandbox_cost": sandbox,
         "grading_phases_median_s": {k: round(statistics.median(v), 2) for k, v in phases.items()},
         "assignments": names,
         "submissions": statuses,

@@ -107,6 +107,16 @@ def test_notebook_run_reports_seconds_and_peak_memory(tmp_path):
     assert len(result["errors"]) == 1 and "ZeroDivisionError" in result["errors"][0]
 
 
+@pytest.mark.slow
+def test_hidden_checks_cpu_per_notebook():
+    """Are the hidden checks of a notebook timed in a fresh process, against the target?"""
+    from bench.checks import bench_checks
+
+    figures = bench_checks(["10.1-self-attention"], log=lambda _: None)
+    assert set(figures) == {"10.1"} and figures["10.1"]["cpu_s"] > 0
+    assert figures["10.1"]["meets_target"] == (figures["10.1"]["cpu_s"] < 2.0)
+
+
 def test_notebooks_are_discovered_by_section():
     """Are the solution notebooks found and keyed by section ("10.1", ...)?"""
     found = notebooks.discover()
@@ -124,7 +134,15 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
                                "target_seconds": 20.0, "target_peak_rss_mb": 1536.0, "errors": [],
                                "meets_targets": True}},
         "autograde": {"serial_nbgrader_s": 10.0, "parallel_s": 5.0, "jobs": 2, "speedup": 2.0,
-                      "overhead_ratio": 1.2, "target_speedup": 1.6},
+                      "serial_s": 9.5, "serial_speedup": 1.05, "overhead_ratio": 1.2,
+                      "target_speedup": 1.8,
+                      "cpu_by_phase": {"stock nbgrader, serial": {"nbgrader": 2.0, "kernels": 7.0},
+                                       "ours, --jobs 2": {"autograde": 7.5, "verify": 0.3,
+                                                          "feedback": 0.8, "other": 0.2}},
+                      "sandbox_cost": {"notebooks": 2, "wall_s_per_notebook": 0.12,
+                                       "cpu_s_per_notebook": 0.05, "files": "isolated"}},
+        "checks": {"10.1": {"cpu_s": 0.4, "target_cpu_s": 2.0, "meets_target": True},
+                   "10.2": {"cpu_s": 2.5, "target_cpu_s": 2.0, "meets_target": False}},
         "modules": {"config": {"source": "tiny"},
                     "multi_head_attention": {"ours_s": 2e-3, "torch_s": 1e-3, "ratio": 2.0,
                                              "target_ratio": 1.5}},
@@ -138,13 +156,16 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
     assert math.isfinite(data["scaling"]["course"]["exponent"])
     assert {"cpu", "cores", "torch", "date", "device", "load_average_start"} <= set(data["machine"])
     text = md_path.read_text()
-    for heading in ("| notebook |", "| stock nbgrader", "| multi_head_attention |", "| **fitted exponent**"):
+    for heading in ("| notebook |", "| stock nbgrader", "| multi_head_attention |", "| **fitted exponent**",
+                    "| CPU seconds by phase | nbgrader | kernels | autograde |", "| CPU seconds (target < 2) |"):
         assert heading in text
+    assert "| ours, --jobs 2 |  |  | 7.5 | 0.3 | 0.8 | 0.2 | 8.8 |" in text
+    assert "2.50 **over**" in text and "0.12 s of wall time and 0.05 s of CPU per notebook" in text
     assert machine["cpu"] in text
 
 
 def test_command_line_defaults_measure_every_part():
-    """Does a bare ``python -m bench`` measure all four parts?"""
+    """Does a bare ``python -m bench`` measure every part?"""
     args = build_parser().parse_args([])
-    assert args.only == ["modules", "scaling", "notebooks", "autograde"]
+    assert args.only == ["modules", "scaling", "notebooks", "checks", "autograde"]
     assert args.jobs == 2

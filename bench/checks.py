@@ -1,0 +1,48 @@
+"""The hidden checks' CPU seconds per notebook, as a grading kernel pays them.
+
+Each section's checks run on its solution in a fresh process, after the imports every
+notebook makes anyway (torch, the course helpers, the solution's own code): what is timed
+is the checks' own work, their first-time costs included (the first operation on PyTorch's
+``meta`` device, for the fixed-device check, imports ``torch._dynamo``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from bench import ROOT
+from bench.notebooks import section_of
+
+TARGET_CPU_S = 2.0
+CODE = """
+import json, sys, time
+import torch, course
+from bench.samples import load_solution_namespace
+from grader.checks import SECTIONS
+namespace = load_solution_namespace(sys.argv[1])
+start = time.process_time()
+for exercise in SECTIONS[sys.argv[2]].EXERCISES:
+    exercise.check(namespace[exercise.name])
+print(json.dumps({"cpu_s": time.process_time() - start}))
+"""
+
+
+def bench_checks(assignments: list[str] | None = None, log=print) -> dict:
+    """``{section: {"cpu_s", "target_cpu_s", "meets_target"}}`` for every section."""
+    from grader.paths import assignment_names
+
+    figures = {}
+    for name in assignments or assignment_names(ROOT / "solutions"):
+        section = section_of(name)
+        run = subprocess.run([sys.executable, "-c", CODE, name, section], cwd=ROOT,
+                             capture_output=True, text=True, timeout=600)
+        if run.returncode != 0:
+            figures[section] = {"cpu_s": None, "reason": run.stderr.strip().splitlines()[-1][:200]}
+            continue
+        cpu = json.loads(run.stdout.strip().splitlines()[-1])["cpu_s"]
+        figures[section] = {"cpu_s": round(cpu, 2), "target_cpu_s": TARGET_CPU_S,
+                            "meets_target": cpu < TARGET_CPU_S}
+        log(f"  checks: {section} {cpu:.2f} s of CPU")
+    return figures
