@@ -135,11 +135,13 @@ def autograde_table(a: dict) -> list[str]:
                      "submissions over their plain nbclient runs.")
     sandbox = a.get("sandbox_cost") or {}
     if sandbox:
+        faster = (sandbox.get("cpu_s_per_notebook") or 0) < 0
         lines.append(f"The sandbox's cost ({sandbox.get('files')}): "
                      f"{_num(sandbox.get('wall_s_per_notebook'))} s of wall time and "
                      f"{_num(sandbox.get('cpu_s_per_notebook'))} s of CPU per notebook "
                      f"({sandbox.get('notebooks')} correct notebooks graded one at a time with and "
-                     "without it).")
+                     "without it" + ("; negative: the run with the sandbox was the cheaper one"
+                                     if faster else "") + ").")
     if a.get("score_differences"):
         lines.append(f"Scores that differ from stock nbgrader: {'; '.join(a['score_differences'])}.")
     return lines
