@@ -43,6 +43,10 @@ def angle_tolerance(max_position: float) -> float:
     return 5e-7 * max_position + 2e-6
 
 
+#: Relative tolerance of a simulated variance against theory (10.2's sqrt(d_k) experiment).
+VARIANCE_RTOL = 0.15
+
+
 def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
           equal_nan: bool = False) -> bool:
     """Same shape and every entry within atol + rtol·|expected|.
