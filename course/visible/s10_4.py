@@ -278,7 +278,7 @@ def shift_hint(M: torch.Tensor, k: int, d_model: int) -> str | None:
          "[.. -sin(k w_i), cos(k w_i) ..]."),
         (lambda i: 10000.0 ** (-i / d_model), "the exponent i/d_model instead of 2i/d_model in omega_i",
          "omega_i = 1 / 10000^(2i/d_model), as in the encoding."),
-        (lambda i: 10000.0 ** (-4 * i / d_model), "the exponent 4i/d_model: the column index 2i doubled again",
+        (lambda i: 10000.0 ** (-4 * i / d_model), "the exponent 4i/d_model: the index 2i doubled again",
          "torch.arange(0, d_model, 2) already is 2i."),
         (lambda i: 10000.0 ** (2 * i / d_model), "omega_i inverted (10000^(+2i/d_model))",
          "omega_i = 1 / 10000^(2i/d_model)."),
