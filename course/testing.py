@@ -9,7 +9,9 @@ The checks of each section live in ``course.visible``; this module holds their t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -172,6 +174,27 @@ def with_gradients(call: Callable[[], Sequence[torch.Tensor]], names: Sequence[s
         loss.backward()
     grads = {f"grad {k}": (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in leaves.items()}
     return {**{k: v.detach() for k, v in outputs.items()}, **grads}
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """One CPU thread: hundreds of tiny tensor operations run faster without thread hand-offs
+    (several times faster on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def instant(check: Callable) -> Callable:
+    """Decorator for a visible check: it runs on one thread, with gradients enabled."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        with single_thread(), torch.enable_grad():
+            return check(*args, **kwargs)
+    return run
 
 
 def passed(message: str) -> None:

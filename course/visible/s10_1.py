@@ -16,6 +16,7 @@ from course.testing import (
     VisibleCheckFailure,
     check_outputs,
     check_pair,
+    instant,
     passed,
     run_learner,
     seeded,
@@ -52,6 +53,7 @@ def _projection_outputs(call, dims, seed: int, order=("W_q", "W_k", "W_v")):
     return with_gradients(lambda: call(x["X"], *(x[w] for w in order)), QKV, x, seed)
 
 
+@instant
 def check_qkv_projections(qkv_projections) -> None:
     """Shapes, values and gradients against nn.Linear, on 2-D, 3-D and 4-D inputs."""
     for seed, (case, *dims) in enumerate(PROJECTION_CASES):
@@ -125,6 +127,7 @@ def _linear_layers(module: nn.Module, order):
     return lambda x: tuple(F.linear(x, getattr(module, name).weight) for name in order)
 
 
+@instant
 def check_QKVProjection(QKVProjection) -> None:
     """The layers, then Q, K, V and gradients against nn.Linear with the module's own weights."""
     module = run_learner("QKVProjection", "QKVProjection(8, 3, 6)", QKVProjection, 8, 3, 6)

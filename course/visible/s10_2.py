@@ -20,6 +20,7 @@ from course.testing import (
     check_outputs,
     check_pair,
     check_tensor,
+    instant,
     passed,
     run_learner,
     seeded,
@@ -44,6 +45,7 @@ def _softmax_outputs(function, shape, dim, dtype, scale, seed):
     return with_gradients(lambda: (function(x, dim),), ("output",), {"x": x}, seed)
 
 
+@instant
 def check_softmax(softmax) -> None:
     """Against torch.softmax along several dims, for 1-D to 4-D logits, some of magnitude 1e4."""
     for seed, (case, *spec) in enumerate(SOFTMAX_CASES):
@@ -179,6 +181,7 @@ def attention_mistakes(spec, seed) -> dict[str, Mistake]:
     }
 
 
+@instant
 def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     """Against F.scaled_dot_product_attention: 2-D to 4-D, n_q != n_k, masks, large scores."""
     for seed, (case, *spec) in enumerate(ATTENTION_CASES):
@@ -201,6 +204,7 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
 # ---------------------------------------------------------------- the sqrt(d_k) experiment
 
 
+@instant
 def check_dot_product_variance(dot_product_variance) -> None:
     """About d_k without scaling, about 1 with it, within the grading tolerance."""
     for d_k in (8, 128):

@@ -24,6 +24,7 @@ from course.testing import (
     check_shape,
     check_tensor,
     expect_value_error,
+    instant,
     passed,
     run_learner,
     seeded,
@@ -57,6 +58,7 @@ def _by_blocks(x, h):
     return torch.stack(_blocks(x, h), dim=1)
 
 
+@instant
 def check_split_heads(split_heads) -> None:
     """(B, n, d) -> (B, h, n, d // h), with head i holding feature block i of every token."""
     for seed, (case, B, n, d, h, dtype) in enumerate(HEAD_CASES):
@@ -83,6 +85,7 @@ def _concatenated(x):
     return torch.cat(x.unbind(dim=1), dim=-1)
 
 
+@instant
 def check_merge_heads(merge_heads) -> None:
     """(B, h, n, d_h) -> (B, n, h * d_h), the inverse of split_heads."""
     for seed, (case, B, n, d, h, dtype) in enumerate(HEAD_CASES):
@@ -220,6 +223,7 @@ def mha_mistakes(module, spec, seed) -> dict[str, Mistake]:
     }
 
 
+@instant
 def check_MultiHeadAttention(MultiHeadAttention) -> None:
     """Layers, then output, weights and gradients against nn.MultiheadAttention with the same weights."""
     expect_value_error("MultiHeadAttention", lambda: MultiHeadAttention(10, 3),

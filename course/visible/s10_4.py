@@ -21,6 +21,7 @@ from course.testing import (
     check_shape,
     check_tensor,
     expect_value_error,
+    instant,
     passed,
     run_learner,
     seeded,
@@ -116,6 +117,7 @@ def property_hint(pe: torch.Tensor, d_model: int) -> str | None:
 ENCODING_CASES = [(6, 8), (9, 7), (5, 3), (1, 4), (50, 2), (100, 64), (2000, 17)]  # max_len, d_model
 
 
+@instant
 def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None:
     """Shape, dtype and sampled entries against the formula; odd d_model; 2000 positions."""
     for max_len, d_model in ENCODING_CASES:
@@ -187,6 +189,7 @@ def _plus(entry, n, d, start=0, scale=1.0):
     return lambda x: x * scale + pe.to(x.dtype)
 
 
+@instant
 def check_PositionalEncoding(PositionalEncoding) -> None:
     """The pe buffer, x + pe[:n] against the formula, the ValueError, and dropout."""
     for seed, (case, B, n, d, max_len, dtype) in enumerate(MODULE_CASES):
@@ -291,6 +294,7 @@ def shift_hint(M: torch.Tensor, k: int, d_model: int) -> str | None:
     return None
 
 
+@instant
 def check_relative_shift_matrix(relative_shift_matrix) -> None:
     """M @ pe[pos] == pe[pos + k] for positions up to 10 000, several k (negative too); ValueError."""
     for k, d_model in SHIFT_CASES:

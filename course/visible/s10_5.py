@@ -22,6 +22,7 @@ from course.testing import (
     check_outputs,
     check_tensor,
     expect_value_error,
+    instant,
     passed,
     run_learner,
     seeded,
@@ -91,6 +92,7 @@ def check_dropout_modes(what: str, make, x: torch.Tensor) -> None:
                                       "output: pass the dropout argument to nn.Dropout and apply it.")
 
 
+@instant
 def check_FeedForward(FeedForward) -> None:
     """Its layers, relu and gelu against PyTorch (gradients too), the ValueError, dropout."""
     expect_value_error("FeedForward", lambda: FeedForward(8, 16, activation="tanh"),
@@ -252,8 +254,8 @@ def _through_layer(layer, spec, *, mask_use: str = "ok"):
             return layer(x)
         if mask_use == "inverted":
             mask = ~mask
-        if kind == "padding":  # (B, 1, 1, n), True = keep -> (B, n), True = pad
-            return layer(x, src_key_padding_mask=~mask.reshape(B, n))
+        # Every mask as a per-head src_mask, True = blocked (a src_key_padding_mask would make
+        # PyTorch import sympy for its shape check: a second of waiting, once).
         return layer(x, src_mask=torch_mask(mask, B, h, n, n))
     return call
 
@@ -296,12 +298,12 @@ def block_mistakes(module, spec, seed) -> dict[str, Mistake]:
     post = "Post-norm (norm_first=False) adds first, then normalises the sum: x = norm1(x + attention(x))."
     pre = "Pre-norm (norm_first=True) normalises the sub-layer's input only: x = x + attention(norm1(x))."
 
-    def layer(mask_use="ok", **changes):
-        return partial(_block_outputs, _through_layer(_block_layer(module, spec, **changes), spec,
-                                                      mask_use=mask_use), spec, seed)
+    def layer(mask_use="ok", **changes):  # built only when needed, to name a mistake
+        return lambda: _block_outputs(_through_layer(_block_layer(module, spec, **changes), spec,
+                                                     mask_use=mask_use), spec, seed)
 
     def arranged(arrangement):
-        return partial(_block_outputs, _arranged(_block_layer(module, spec), spec, arrangement), spec, seed)
+        return lambda: _block_outputs(_arranged(_block_layer(module, spec), spec, arrangement), spec, seed)
 
     mistakes = {
         "norm_first": Mistake(f"{'post' if norm_first else 'pre'}-norm computed although norm_first="
@@ -339,6 +341,7 @@ def block_mistakes(module, spec, seed) -> dict[str, Mistake]:
     return mistakes
 
 
+@instant
 def check_TransformerBlock(TransformerBlock) -> None:
     """Against nn.TransformerEncoderLayer with the same weights: post- and pre-norm, relu and gelu,
     no mask, padding, causal, both, and one mask per head; the ValueError and dropout."""
