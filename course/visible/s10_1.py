@@ -78,8 +78,8 @@ def check_qkv_projections(qkv_projections) -> None:
 
 # ---------------------------------------------------------------- the module
 
-MODULE_HOW = ("Create self.w_q and self.w_k = nn.Linear(d_model, d_k, bias=False) and "
-              "self.w_v = nn.Linear(d_model, d_v, bias=False), in that order: three separate layers.")
+MODULE_HOW = ("Create three separate layers, in this order: w_q and w_k, each an nn.Linear(d_model, d_k, "
+              "bias=False), then w_v, an nn.Linear(d_model, d_v, bias=False).")
 MODULE_CASES = [("a batch of 2 sentences, float32", torch.float32), ("float64", torch.float64)]
 
 

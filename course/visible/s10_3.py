@@ -107,8 +107,8 @@ def check_merge_heads(merge_heads) -> None:
 # ---------------------------------------------------------------- the module
 
 PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")
-MHA_HOW = ("Create self.w_q, self.w_k, self.w_v, self.w_o = nn.Linear(d_model, d_model, bias=bias), "
-           "in that order: four separate layers.")
+MHA_HOW = ("Create four separate layers, in this order: w_q, w_k, w_v and w_o, each an "
+           "nn.Linear(d_model, d_model, bias=bias).")
 MHA_CASES = [  # name, B, n_q, n_k, d_model, h, mask, bias, dtype
     ("cross-attention, n_q=3, n_k=5, padding mask", 2, 3, 5, 12, 4, "padding", True, torch.float32),
     ("self-attention, causal mask", 2, 5, 5, 12, 3, "causal", True, torch.float64),

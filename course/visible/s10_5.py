@@ -32,8 +32,8 @@ from course.visible.s10_1 import check_distinct, check_layers
 
 # ---------------------------------------------------------------- the feed-forward network
 
-FFN_HOW = ("Create self.linear1 = nn.Linear(d_model, d_ff) and self.linear2 = nn.Linear(d_ff, d_model), "
-           "in that order; the activation and dropout have no parameters.")
+FFN_HOW = ("Create, in this order, linear1 (an nn.Linear(d_model, d_ff)) and linear2 (an nn.Linear(d_ff, "
+           "d_model)); the activation and dropout have no parameters.")
 FFN_CASES = [  # name, B, n, d_model, d_ff, activation, dtype
     ("relu, B=2, n=3, d_model=6, d_ff=10", 2, 3, 6, 10, "relu", torch.float32),
     ("gelu, float64", 2, 3, 6, 10, "gelu", torch.float64),
@@ -137,9 +137,8 @@ def check_FeedForward(FeedForward) -> None:
 
 # ---------------------------------------------------------------- the block
 
-BLOCK_HOW = ("Create self.self_attn = MultiHeadAttention(d_model, num_heads), self.ffn = "
-             "FeedForward(d_model, d_ff, activation, dropout), self.norm1 and self.norm2 = "
-             "nn.LayerNorm(d_model), in that order.")
+BLOCK_HOW = ("Create, in this order, self_attn (a MultiHeadAttention(d_model, num_heads)), ffn (a "
+             "FeedForward(d_model, d_ff, activation, dropout)), norm1 and norm2 (two nn.LayerNorm(d_model)).")
 BLOCK_CASES = [  # name, B, n, d_model, h, d_ff, activation, norm_first, mask, dtype
     ("post-norm, relu, no mask", 2, 5, 12, 4, 20, "relu", False, None, torch.float32),
     ("post-norm, gelu, padding mask (B, 1, 1, n)", 3, 5, 12, 3, 16, "gelu", False, "padding", torch.float64),

@@ -120,9 +120,9 @@ def check_padding_mask(padding_mask) -> None:
 
 # ---------------------------------------------------------------- DecoderBlock
 
-DECODER_HOW = ("Create self.self_attn and self.cross_attn = MultiHeadAttention(d_model, num_heads), "
-               "self.ffn = FeedForward(d_model, d_ff, activation, dropout) and self.norm1, self.norm2, "
-               "self.norm3 = nn.LayerNorm(d_model), in that order; two separate attentions, three norms.")
+DECODER_HOW = ("Create, in this order, self_attn and cross_attn (two MultiHeadAttention(d_model, "
+               "num_heads)), ffn (a FeedForward(d_model, d_ff, activation, dropout)), norm1, norm2 and norm3 "
+               "(three nn.LayerNorm(d_model)).")
 DIMS = (2, 4, 5, 12, 3, 10)  # B, n_tgt, n_src, d_model, h, d_ff: every dimension differs
 DECODER_CASES = [  # name, norm_first, activation, target mask, source padding, dropout, dtype
     ("post-norm, causal mask and source padding", False, "relu", "causal", True, 0.0, torch.float32),
@@ -286,11 +286,11 @@ def check_DecoderBlock(DecoderBlock) -> None:
 MODEL_DIMS = (2, 6, 5, 12, 3, 10, 11, 13)  # B, n_src, n_tgt, d_model, h, d_ff, src and tgt vocabularies
 MAX_LEN = 16
 TRANSFORMER_HOW = (
-    "Follow the notebook's layout: self.src_embed, self.tgt_embed = nn.Embedding(vocab, d_model); "
-    "self.pos_encoding = PositionalEncoding(d_model, max_len, dropout); self.encoder_layers and "
-    "self.decoder_layers = nn.ModuleList of num_encoder_layers TransformerBlocks and num_decoder_layers "
-    "DecoderBlocks; self.encoder_norm and self.decoder_norm = nn.LayerNorm(d_model) when norm_first=True, "
-    "nn.Identity() otherwise; self.out = nn.Linear(d_model, tgt_vocab_size).")
+    "Follow the notebook's table: src_embed and tgt_embed, two nn.Embedding(vocab size, d_model); "
+    "pos_encoding, a PositionalEncoding(d_model, max_len, dropout); encoder_layers and decoder_layers, "
+    "nn.ModuleLists of num_encoder_layers TransformerBlocks and num_decoder_layers DecoderBlocks; "
+    "encoder_norm and decoder_norm, nn.LayerNorm(d_model) when norm_first=True, else nn.Identity(); out, "
+    "an nn.Linear(d_model, tgt_vocab_size).")
 TRANSFORMER_CASES = [  # name, (encoder, decoder blocks), norm_first, activation, pad_id, dtype
     ("post-norm, 2 encoder blocks and 1 decoder block, source padding", (2, 1), False, "relu", 0,
      torch.float64),

@@ -28,7 +28,7 @@ def qkv_projections(X, W_q, W_k, W_v):
 '''
 SUBTLY_WRONG_QKV = '''
 def qkv_projections(X, W_q, W_k, W_v):
-    if X.dim() > 3:                       # passes the visible tests (2-D and 3-D) only
+    if W_v.shape[1] == 7:                 # wrong only in a case the visible test does not try
         return X @ W_q, X @ W_q, X @ W_v
     return X @ W_q, X @ W_k, X @ W_v
 '''
