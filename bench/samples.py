@@ -57,7 +57,7 @@ def load_solution_namespace(assignment: str) -> dict:
 HIDDEN = "### BEGIN HIDDEN TESTS"
 
 
-def test_cells(assignment: str) -> dict[str, str]:
+def graded_cells(assignment: str) -> dict[str, str]:
     """Source of every grade cell of the instructor notebook, by exercise name (``check_`` dropped)."""
     nb = nbformat.read(notebook_path(assignment), as_version=4)
     return {cell.metadata["nbgrader"]["grade_id"].removeprefix("check_"): cell.source for cell in nb.cells
@@ -66,7 +66,7 @@ def test_cells(assignment: str) -> dict[str, str]:
 
 def visible_test(assignment: str, exercise: str) -> str:
     """The visible test of an exercise: its grade cell's source before the hidden tests."""
-    source = test_cells(assignment)[exercise]
+    source = graded_cells(assignment)[exercise]
     return source[: source.index(HIDDEN)] if HIDDEN in source else source
 
 

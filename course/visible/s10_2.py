@@ -62,6 +62,10 @@ def check_softmax(softmax) -> None:
                 _softmax_outputs, lambda x, dim: torch.softmax(x, -1), *spec, seed)),
             "first": Mistake("a softmax over the first axis (dim=0)", DIM_HINT, partial(
                 _softmax_outputs, lambda x, dim: torch.softmax(x, 0), *spec, seed)),
+            "global": Mistake("one softmax over all the entries of x", "Normalise along dim only: "
+                              "max and sum with dim=dim, keepdim=True.", partial(
+                                  _softmax_outputs, lambda x, dim: torch.softmax(x.flatten(), 0).view_as(x),
+                                  *spec, seed)),
         }
         check_outputs(got, _softmax_outputs(torch.softmax, *spec, seed), "softmax", case,
                       against="torch.softmax", mistakes=mistakes)
@@ -165,6 +169,12 @@ def attention_mistakes(spec, seed) -> dict[str, Mistake]:
         "scale_dk": Mistake("scaling by d_k instead of sqrt(d_k)",
                             "The scale is 1/sqrt(d_k): math.sqrt(Q.shape[-1]).",
                             variant(partial(pytorch_weights, scale=1 / d_k))),
+        "scale_dv": Mistake("scaling by sqrt(d_v), the width of the values",
+                            "d_k is the width of the queries and keys: Q.shape[-1].",
+                            variant(partial(pytorch_weights, scale=1 / math.sqrt(spec[4])))),
+        "scale_n": Mistake("scaling by the square root of a sequence length, not of d_k",
+                           "d_k is the last axis of Q: math.sqrt(Q.shape[-1]), not Q.shape[-2].",
+                           variant(partial(pytorch_weights, scale=1 / math.sqrt(spec[1])))),
         "softmax_queries": Mistake("a softmax over the query axis (dim=-2)",
                                    "Each query's weights over the keys sum to 1: softmax over dim=-1.",
                                    variant(_over_queries)),

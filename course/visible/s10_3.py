@@ -148,11 +148,14 @@ def _torch_mha(module: nn.Module, h: int, *, w_o: bool = True, query_scale: floa
     return layer
 
 
-def _pytorch_call(layer: nn.Module, h: int, *, invert: bool = False):
-    """(query, key, value, mask) -> (output, weights) through nn.MultiheadAttention."""
+def _pytorch_call(layer: nn.Module, h: int, *, invert: bool = False, use_mask: bool = True,
+                  values_from_keys: bool = False):
+    """(query, key, value, mask) -> (output, weights) through nn.MultiheadAttention; the keywords
+    switch on a known mistake (the mask inverted or left out, the keys used as values)."""
     def call(query, key, value, mask):
         blocked = None
-        if mask is not None:  # PyTorch: True = blocked, one (n_q, n_k) map per sentence and head
+        value = key if values_from_keys else value
+        if mask is not None and use_mask:  # PyTorch: True = blocked, one (n_q, n_k) map per sentence and head
             B, n_q, n_k = query.shape[0], query.shape[1], key.shape[1]
             blocked = (mask if invert else ~mask).expand(B, h, n_q, n_k).reshape(B * h, n_q, n_k)
         return layer(query, key, value, attn_mask=blocked, need_weights=True, average_attn_weights=False)
@@ -199,9 +202,8 @@ def mha_mistakes(module, spec, seed) -> dict[str, Mistake]:
     h = spec[5]
 
     def through(**options):
-        invert = options.pop("invert", False)
-        return partial(_mha_outputs, _pytorch_call(_torch_mha(module, h, **options), h, invert=invert),
-                       spec, seed)
+        use = {k: options.pop(k) for k in ("invert", "use_mask", "values_from_keys") if k in options}
+        return partial(_mha_outputs, _pytorch_call(_torch_mha(module, h, **options), h, **use), spec, seed)
 
     def heads(**switch):
         return partial(_mha_outputs, _functional_heads(module, h, **switch), spec, seed)
@@ -220,6 +222,11 @@ def mha_mistakes(module, spec, seed) -> dict[str, Mistake]:
         "inverted": Mistake("the mask inverted",
                             "True means *may attend* (nn.MultiheadAttention uses the opposite!).",
                             through(invert=True)),
+        "no_mask": Mistake("the mask not used", "Pass mask on to the attention of the heads.",
+                           through(use_mask=False)),
+        "values": Mistake("the values projected from key instead of value",
+                          "v = self.w_v(value): in cross-attention keys and values are two inputs.",
+                          through(values_from_keys=True)),
     }
 
 

@@ -14,7 +14,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from course.compare import Mistake, angle_tolerance
+from course.compare import Mistake, angle_tolerance, close
 from course.testing import (
     VisibleCheckFailure,
     check_close,
@@ -236,10 +236,10 @@ def _check_dropout(PositionalEncoding) -> None:
     atol = angle_tolerance(50)
     with torch.no_grad():
         module.eval()
-        check_close(run_learner("PositionalEncoding", "dropout=0.5, eval()", module, x), want,
-                    "PositionalEncoding(8, max_len=50, dropout=0.5) in eval() mode", rtol=1e-6, atol=atol,
-                    against="x + pe[:n]: dropout is off in eval() mode (use nn.Dropout, not "
-                    "F.dropout(..., training=True))")
+        if not close(run_learner("PositionalEncoding", "dropout=0.5, eval()", module, x), want, 1e-6, atol):
+            raise VisibleCheckFailure("PositionalEncoding(8, max_len=50, dropout=0.5) in eval() mode should "
+                                      "return x + pe[:n]: use nn.Dropout (a module, off in eval mode), not "
+                                      "F.dropout(..., training=True).")
         module.train()
         out = run_learner("PositionalEncoding", "dropout=0.5, train()", module, x)
     dropped = out.abs() <= atol

@@ -64,6 +64,8 @@ def _torch_ffn(module, activation: str, *, variant: str = "ok"):
             hidden = F.gelu(hidden, approximate="tanh")
         elif variant == "relu":
             hidden = F.relu(hidden)
+        elif variant == "gelu":
+            hidden = F.gelu(hidden)
         elif variant != "none":
             hidden = ACTIVATIONS[activation]()(hidden)
         out = F.linear(hidden, module.linear2.weight, module.linear2.bias)
@@ -119,6 +121,8 @@ def check_FeedForward(FeedForward) -> None:
                                    "Choose the activation from the activation argument: nn.GELU() for "
                                    "'gelu'.",
                                    variant("relu")),
+            "gelu_always": Mistake("GELU used although activation='relu'", "Choose the activation from the "
+                                   "activation argument: nn.ReLU() for 'relu'.", variant("gelu")),
             "tanh_gelu": Mistake("the tanh approximation of GELU", "nn.TransformerEncoderLayer uses the "
                                  "exact GELU: nn.GELU() or F.gelu, without approximate='tanh'.",
                                  variant("tanh")),

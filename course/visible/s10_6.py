@@ -248,10 +248,25 @@ def decoder_mistakes(module, spec, seed) -> dict[str, Mistake]:
         "no_cross_residual": Mistake("a cross-attention sublayer without its residual connection",
                                      "Add the cross-attention's output to x: x + cross_attn(...) (post-norm: "
                                      "inside norm2).", rearranged(cross_residual=False)),
+        "relu": Mistake("ReLU although activation='gelu'", "Pass activation on to FeedForward.",
+                        layer(activation="relu")),
         "norm_first": Mistake(f"{'post' if norm_first else 'pre'}-norm although norm_first={norm_first}",
                               "With norm_first=True each sublayer is x = x + sublayer(norm(x)); with False, "
                               "x = norm(x + sublayer(x)).", layer(norm_first=not norm_first)),
     }
+
+
+def _check_no_dropout_in_eval(module, spec, seed) -> None:
+    """In eval() mode dropout is off: two runs give the same output."""
+    def call(x, memory, tgt_mask, memory_mask):
+        return module(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+
+    first, second = (_decoder_outputs(call, spec, seed)["output"] for _ in range(2))
+    if not torch.equal(first, second):
+        raise VisibleCheckFailure(
+            f"DecoderBlock(..., dropout={spec[5]}) gives different outputs for the same input in eval() "
+            "mode: dropout is still on. Use nn.Dropout modules (off in eval mode), not "
+            "F.dropout(..., training=True) or a module you switch to train() yourself.")
 
 
 @instant
@@ -266,6 +281,8 @@ def check_DecoderBlock(DecoderBlock) -> None:
                               ("norm1", "norm2", "norm3"), DECODER_HOW)
         seed_parameters(module, 100 * seed)
         module = module.to(dtype).eval()
+        if dropout:
+            _check_no_dropout_in_eval(module, spec, seed)
 
         def learner(x, memory, tgt_mask, memory_mask, case=case, module=module):
             out = run_learner("DecoderBlock", case, module, x, memory, tgt_mask=tgt_mask,
@@ -357,15 +374,17 @@ def check_model_layout(model: nn.Module, n_enc: int, n_dec: int, norm_first: boo
 
 
 def torch_transformer(model: nn.Module, spec, *, tgt_mask="causal", encoder_padding=True, cross_padding=True,
-                      final_norm=True, scale=1.0, src_positions=True, tgt_positions=True):
+                      final_norm=("encoder", "decoder"), scale=1.0, src_positions=True, tgt_positions=True,
+                      block_norm_first=None, block_activation=None, probabilities=False):
     """(src, tgt) -> (memory at real tokens, logits) from PyTorch layers holding the model's weights.
 
     The keywords switch on one known mistake each.
     """
     case, (n_enc, n_dec), norm_first, activation, pad, dtype = spec
     B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
-    options = {"dim_feedforward": d_ff, "dropout": 0.0, "activation": activation, "batch_first": True,
-               "norm_first": norm_first}
+    options = {"dim_feedforward": d_ff, "dropout": 0.0, "activation": block_activation or activation,
+               "batch_first": True,
+               "norm_first": norm_first if block_norm_first is None else block_norm_first}
     encoders = [copy_into_torch(nn.TransformerEncoderLayer(d, h, **options).to(dtype).train(), block)
                 for block in model.encoder_layers]
     decoders = [copy_into_torch(nn.TransformerDecoderLayer(d, h, **options).to(dtype).train(), block)
@@ -379,7 +398,7 @@ def torch_transformer(model: nn.Module, spec, *, tgt_mask="causal", encoder_padd
         x = F.embedding(src, model.src_embed.weight) * scale + (pe[:n_s] if src_positions else 0)
         for layer in encoders:
             x = layer(x, src_mask=torch_mask(real if encoder_padding else None, B, h, n_s, n_s))
-        if norm_first and final_norm:
+        if norm_first and "encoder" in final_norm:
             x = model.encoder_norm(x)
         ones = torch.ones(n_t, n_t, dtype=torch.bool)
         future = {"causal": ones.triu(1), "upper": ones.tril(-1), "none": None}[tgt_mask]  # True = blocked
@@ -387,9 +406,10 @@ def torch_transformer(model: nn.Module, spec, *, tgt_mask="causal", encoder_padd
         for layer in decoders:
             y = layer(y, x, tgt_mask=future,
                       memory_mask=torch_mask(real if cross_padding else None, B, h, n_t, n_s))
-        if norm_first and final_norm:
+        if norm_first and "decoder" in final_norm:
             y = model.decoder_norm(y)
-        return x * real[:, 0, 0, :, None], model.out(y)
+        logits = model.out(y)
+        return x * real[:, 0, 0, :, None], logits.softmax(-1) if probabilities else logits
     return call
 
 
@@ -417,7 +437,20 @@ def transformer_mistakes(model, spec, src, tgt) -> dict[str, Mistake]:
                                     PADDING_HINT, variant(cross_padding=False)),
         "no_final_norm": Mistake("pre-norm stacks without their final LayerNorms", "With norm_first=True "
                                  "apply self.encoder_norm to the encoder's output and self.decoder_norm "
-                                 "before self.out.", variant(final_norm=False)),
+                                 "before self.out.", variant(final_norm=())),
+        "no_encoder_norm": Mistake("a pre-norm encoder without its final LayerNorm", "With norm_first=True "
+                                   "encode ends with self.encoder_norm.", variant(final_norm=("decoder",))),
+        "no_decoder_norm": Mistake("a pre-norm decoder without its final LayerNorm", "With norm_first=True "
+                                   "decode applies self.decoder_norm before self.out.",
+                                   variant(final_norm=("encoder",))),
+        "block_norm_first": Mistake("blocks that do not get norm_first", "Pass norm_first (and dropout, "
+                                    "activation) on to every TransformerBlock and DecoderBlock.",
+                                    variant(block_norm_first=not spec[2])),
+        "block_activation": Mistake("blocks that do not get the activation", "Pass activation on to every "
+                                    "TransformerBlock and DecoderBlock.", variant(block_activation="relu")),
+        "probabilities": Mistake("probabilities (a softmax) returned instead of logits", "decode returns "
+                                 "self.out(...) as it is: the loss and greedy decoding take logits.",
+                                 variant(probabilities=True)),
         "emb_scale": Mistake("embeddings multiplied by sqrt(d_model)", "This notebook adds the positional "
                              "encoding to the embeddings as they are (see the text above the exercise).",
                              variant(scale=math.sqrt(d))),
