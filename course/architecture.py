@@ -169,6 +169,20 @@ def architecture(highlight: str | Iterable[str] = (), *, title: str | None = Non
         raise ValueError(f"unknown parts {unknown}; the parts are: {', '.join(PARTS)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 7.4))
+    _draw(ax).paint(lit)
+    ax.set_xlim(0, 8.8)
+    ax.set_ylim(-0.1, 8.8)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    caption = CAPTIONS.get(highlight) if isinstance(highlight, str) else None
+    if title or caption:
+        ax.set_title(title or caption, fontsize=10)
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def _draw(ax) -> _Canvas:
+    """Every part, in colour; returns the canvas, which knows each part's artists."""
     c = _Canvas(ax)
     enc_x, dec_x = 2.2, 6.6
 
@@ -254,16 +268,7 @@ def architecture(highlight: str | Iterable[str] = (), *, title: str | None = Non
     c.label("encoder_stack", enc_x, 5.95, "encoder", fontsize=10, fontweight="bold")
     c.label("decoder_stack", dec_x - 1.8, 6.9, "decoder", fontsize=10, fontweight="bold")
 
-    c.paint(lit)
-    ax.set_xlim(0, 8.8)
-    ax.set_ylim(-0.1, 8.8)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    caption = CAPTIONS.get(highlight) if isinstance(highlight, str) else None
-    if title or caption:
-        ax.set_title(title or caption, fontsize=10)
-    ax.figure.tight_layout()
-    return ax.figure
+    return c
 
 
 def attention_head_shapes(n_q: int = 4, n_k: int = 4, d_k: int = 3, d_v: int = 5, ax=None):
