@@ -19,6 +19,7 @@ from torch import nn
 from course.compare import Mistake
 from course.testing import (
     VisibleCheckFailure,
+    check_close,
     check_outputs,
     check_pair,
     check_shape,
@@ -48,59 +49,69 @@ def _blocks(x: torch.Tensor, h: int) -> list[torch.Tensor]:
     return [x[..., i * d_h:(i + 1) * d_h] for i in range(h)]
 
 
-def _split_outputs(function, B, n, d, h, dtype, seed):
-    x = seeded(B, n, d, seed=seed, dtype=dtype).requires_grad_()
-    return with_gradients(lambda: (function(x, h),), ("output",), {"x": x}, seed)
+def _check_heads(what: str, case: str, heads: torch.Tensor, tokens: torch.Tensor, wrong=None) -> None:
+    """Head i of ``heads`` (B, h, n, d_h) must hold feature block i of ``tokens`` (B, n, d).
+
+    ``wrong``, a known mistake whose ``run()`` gives wrong heads, is named when it fits.
+    """
+    for i, (head, block) in enumerate(zip(heads.unbind(1), _blocks(tokens, heads.shape[1]))):
+        mistakes = {} if wrong is None else {
+            "wrong": Mistake(wrong.description, wrong.hint, lambda i=i: wrong.run()[:, i])}
+        check_close(head, block.detach(), f"{what}: head {i}", case, mistakes=mistakes,
+                    against=f"feature block {i} of every token (features {i * head.shape[-1]} to "
+                    f"{(i + 1) * head.shape[-1] - 1})")
 
 
-def _by_blocks(x, h):
-    """The expected split, head by head: (B, h, n, d_h)."""
-    return torch.stack(_blocks(x, h), dim=1)
+def _gradient(function, x: torch.Tensor, seed: int):
+    """function(x) and the gradient of x for a seeded random loss (checked for a cut graph)."""
+    x = x.detach().requires_grad_()
+    out = with_gradients(lambda: (function(x),), ("output",), {"x": x}, seed)
+    cotangent = seeded(*out["output"].shape, seed=seed + 7919, dtype=torch.float64).to(x.dtype)
+    return out["output"], out["grad x"], cotangent
 
 
 @instant
 def check_split_heads(split_heads) -> None:
     """(B, n, d) -> (B, h, n, d // h), with head i holding feature block i of every token."""
     for seed, (case, B, n, d, h, dtype) in enumerate(HEAD_CASES):
-        def learner(x, h, case=case):
+        x = seeded(B, n, d, seed=seed, dtype=dtype)
+        what = f"split_heads(x, {h})"
+
+        def learner(x, case=case, h=h):
             return check_tensor(run_learner("split_heads", case, split_heads, x, h), "split_heads's result")
 
-        got = _split_outputs(learner, B, n, d, h, dtype, seed)
-        check_shape(got["output"], (B, h, n, d // h), f"split_heads(x, {h})", case)
+        got, grad, cotangent = _gradient(learner, x, seed)
+        check_shape(got, (B, h, n, d // h), what, case)
         wrong = Mistake("a reshape straight to (B, h, n, d_h) without the transpose", TRANSPOSE_HINT,
-                        partial(_split_outputs, lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1),
-                                B, n, d, h, dtype, seed))
-        check_outputs(got, _split_outputs(_by_blocks, B, n, d, h, dtype, seed), f"split_heads(x, {h})", case,
-                      against="feature block i of every token in head i", mistakes={"reshape": wrong})
+                        lambda x=x, h=h: x.reshape(x.shape[0], h, x.shape[1], -1))
+        _check_heads(what, case, got, x, wrong)
+        _check_heads(f"the gradient of x through {what}", case, cotangent, grad)
     passed("split_heads puts feature block i of every token into head i.")
-
-
-def _merge_outputs(function, B, n, d, h, dtype, seed):
-    x = seeded(B, h, n, d // h, seed=seed, dtype=dtype).requires_grad_()
-    return with_gradients(lambda: (function(x),), ("output",), {"x": x}, seed)
-
-
-def _concatenated(x):
-    """The expected merge: every token's heads side by side, (B, n, h * d_h)."""
-    return torch.cat(x.unbind(dim=1), dim=-1)
 
 
 @instant
 def check_merge_heads(merge_heads) -> None:
     """(B, h, n, d_h) -> (B, n, h * d_h), the inverse of split_heads."""
     for seed, (case, B, n, d, h, dtype) in enumerate(HEAD_CASES):
+        x = seeded(B, h, n, d // h, seed=seed, dtype=dtype)
+
         def learner(x, case=case):
             return check_tensor(run_learner("merge_heads", case, merge_heads, x), "merge_heads's result")
 
-        got = _merge_outputs(learner, B, n, d, h, dtype, seed)
-        check_shape(got["output"], (B, n, d), "merge_heads(x)", case)
+        got, grad, cotangent = _gradient(learner, x, seed)
+        check_shape(got, (B, n, d), "merge_heads(x)", case)
+        # what merge should undo: the wrong reshape, seen from the heads' side
         wrong = Mistake("a reshape straight to (B, n, h * d_h) without the transpose",
                         "Swap the head and sequence axes back with .transpose(1, 2), then "
-                        ".reshape(B, n, h * d_h).",
-                        partial(_merge_outputs, lambda x: x.reshape(x.shape[0], x.shape[2], -1),
-                                B, n, d, h, dtype, seed))
-        check_outputs(got, _merge_outputs(_concatenated, B, n, d, h, dtype, seed), "merge_heads(x)", case,
-                      against="the heads of every token side by side", mistakes={"reshape": wrong})
+                        ".reshape(B, n, h * d_h).", lambda x=x: x.reshape(x.shape[0], x.shape[2], -1))
+        for i, (head, block) in enumerate(zip(x.unbind(1), _blocks(got, h))):
+            def wrong_block(i=i, wrong=wrong, h=h):
+                return _blocks(wrong.run(), h)[i]
+
+            check_close(block, head, f"merge_heads(x): features {i * (d // h)} to {(i + 1) * (d // h) - 1}",
+                        case, against=f"head {i} of every token",
+                        mistakes={"reshape": Mistake(wrong.description, wrong.hint, wrong_block)})
+        _check_heads("the gradient of x through merge_heads(x)", case, grad, cotangent)
     passed("merge_heads puts every token's heads back side by side: the inverse of split_heads.")
 
 
