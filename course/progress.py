@@ -33,11 +33,11 @@ TITLES = {
     "10.6": "The encoder-decoder architecture",
 }
 GRADING_ONLY = (
-    "Grading runs more than these instant checks: more shapes, masks and options, float64 "
-    "and float32, the gradients of every input and parameter, your code on another device "
-    "(the GPU, when there is one), and that the work is your own (no call to the PyTorch "
-    "function an exercise is graded against, nothing changed in the checks). The checks "
-    "here catch the usual mistakes; a pass is a strong sign, not a guarantee."
+    "Grading checks more than the test cells do: more cases (shapes, masks, options, float64 "
+    "and float32), the gradients of every parameter, your code on another device (the GPU, "
+    "when there is one), and that the work is your own (no call to the PyTorch function an "
+    "exercise is graded against, nothing changed in the checks). The test cells catch the "
+    "usual mistakes; a pass is a strong sign, not a guarantee."
 )
 CHECK_CELL = re.compile(r'\s*(?:[rRuU]?"""|[rRuU]?\'\'\')\s*Check\s+(\w+)')
 
