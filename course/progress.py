@@ -106,7 +106,7 @@ def install() -> bool:
     return True
 
 
-def report(section: str, width: int = 96) -> str:
+def report(section: str, width: int = 88) -> str:
     """The "where you stand" table of ``section`` as plain text."""
     exercises = EXERCISES[section]
     name_width = max(len(n) for n in exercises) + 2
@@ -124,7 +124,7 @@ def report(section: str, width: int = 96) -> str:
             lines += textwrap.wrap(paragraph, width, initial_indent=indent, subsequent_indent=indent)
     total = sum(exercises.values())
     lines += ["-" * width,
-              f"{'expected total':<{name_width}}{earned:>3} / {total:<2} if grading agrees with "
+              f"{'expected total':<{name_width}}{earned:>3} / {total:<2}  if grading agrees with "
               "the visible checks", ""]
     lines += textwrap.wrap(GRADING_ONLY, width)
     return "\n".join(lines)
