@@ -116,8 +116,11 @@ PLANTED: dict[str, Builder] = {
         "QKVProjection.forward = _crash")),
     "kills-grader": lambda r, s: write(r, s, with_cell(
         "check_qkv_projections", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")),
+    # 3 GB at once, more than the grading limit (2500 MB in the tests) allows: refused with
+    # MemoryError. (A loop that hoards 100 MB blocks until refused leaves the kernel with
+    # almost no memory, and whether a later cell can still draw a figure is luck.)
     "memory-bomb": lambda r, s: write(r, s, with_cell(
-        "setup", "hoard = []\nwhile True:\n    hoard.append(bytearray(100_000_000))")),
+        "setup", "weights = bytearray(3 * 2**30)  # the n x n weights of a very long sequence")),
     "output-flood": lambda r, s: write(r, s, with_cell(
         "setup", "print('\\n'.join(f'line {i}' for i in range(3_000_000)))")),
     # ordinary learner errors
