@@ -54,6 +54,30 @@ def load_solution_namespace(assignment: str) -> dict:
     return namespace
 
 
+HIDDEN = "### BEGIN HIDDEN TESTS"
+
+
+def graded_cells(assignment: str) -> dict[str, str]:
+    """Source of every grade cell of the instructor notebook, by exercise name (``check_`` dropped)."""
+    nb = nbformat.read(notebook_path(assignment), as_version=4)
+    return {cell.metadata["nbgrader"]["grade_id"].removeprefix("check_"): cell.source for cell in nb.cells
+            if cell.metadata.get("nbgrader", {}).get("grade")}
+
+
+def visible_test(assignment: str, exercise: str) -> str:
+    """The visible test of an exercise: its grade cell's source before the hidden tests."""
+    source = graded_cells(assignment)[exercise]
+    return source[: source.index(HIDDEN)] if HIDDEN in source else source
+
+
+def run_visible_test(assignment: str, exercise: str, impl) -> None:
+    """Run the visible test of ``exercise`` on ``impl`` (instead of the solution), as the
+    learner's notebook would after the solution cells; raises what the test cell raises."""
+    namespace = {**load_solution_namespace(assignment), exercise: impl}
+    exec(compile(visible_test(assignment, exercise), f"<visible test of {exercise}>", "exec"),  # noqa: S102
+         namespace)
+
+
 def solved(assignment: str, root: Path = ROOT) -> NotebookNode:
     """The learner notebook with the instructor's solutions filled in."""
     name = notebook_name(assignment, root)

@@ -4,10 +4,13 @@ Learner-visible and shipped with the notebooks: the running example, device choi
 figures and the instant (visible) checks. The hidden checks live in ``grader``.
 """
 
+from course import progress
 from course.device import get_device
 from course.example import TOKENS, example_embeddings
 
 __all__ = ["TOKENS", "example_embeddings", "get_device", "quick_mode"]
+
+progress.install()  # in Jupyter: note what each test cell says, for the "where you stand" cell
 
 
 def quick_mode() -> bool:

@@ -8,8 +8,9 @@ TOKENS = ["nous", "mangeons", "du", "pain"]
 def example_embeddings(d_model: int = 8, seed: int = 0) -> torch.Tensor:
     """Embeddings for ``TOKENS``: a fixed random matrix X of shape (4, d_model).
 
-    Random but reproducible, so every learner sees the same numbers. Rows are
-    scaled to unit variance, as a trained embedding layer roughly is.
+    Random but reproducible, so every learner sees the same numbers: standard normal
+    entries (mean 0, variance 1 in expectation; no row is rescaled), the scale at which
+    ``nn.Embedding`` starts.
     """
     g = torch.Generator().manual_seed(seed)
     return torch.randn(len(TOKENS), d_model, generator=g)  # (n=4, d_model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from course.plotting import heatmap
@@ -30,14 +31,21 @@ def encoding_heatmap(pe, *, title="Sinusoidal positional encoding", ax=None):
     return ax
 
 
-def encoding_curves(pe, dims: Sequence[int], *, title="A few dimensions of the encoding", ax=None):
-    """Columns ``dims`` of the encoding as curves over the positions."""
+def encoding_curves(pe, dims: Sequence[int], *, title="A few dimensions of the encoding", ax=None,
+                    samples_per_position: int = 20):
+    """Columns ``dims`` of the encoding (positions 0, 1, ... in its rows): each column's values
+    at the whole positions as dots, on the sine or cosine curve they sample, drawn finely."""
     values = _numpy(pe)
+    positions, d_model = values.shape
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3))
+    t = np.linspace(0, positions - 1, (positions - 1) * samples_per_position + 1)  # fractional positions
     for d in dims:
         kind = "sin" if d % 2 == 0 else "cos"
-        ax.plot(values[:, d], label=f"dim {d} ({kind}, pair i={d // 2})")
+        frequency = 10000.0 ** (-(d - d % 2) / d_model)  # omega of pair d // 2
+        curve = np.sin(frequency * t) if kind == "sin" else np.cos(frequency * t)
+        (line,) = ax.plot(t, curve, linewidth=1.2, label=f"dim {d} ({kind}, pair i={d // 2})")
+        ax.plot(range(positions), values[:, d], "o", markersize=2.5, color=line.get_color())
     ax.set_title(title)
     ax.set_xlabel("position")
     ax.set_ylabel("value")

@@ -68,8 +68,13 @@ def cross_attention_maps(weights, source_words: Sequence[str], target_words: Seq
     mean_ax.set_ylabel("English word being produced")
     for h in range(num_heads):
         ax = fig.add_subplot(grid[h // 2, 2 + h % 2])
-        heatmap(weights[h], target_words, source_words, title=f"head {h}", ax=ax, annotate=False,
-                vmin=0.0, vmax=1.0)
+        heatmap(weights[h], target_words if h % 2 == 0 else None, source_words, title=f"head {h}", ax=ax,
+                annotate=False, vmin=0.0, vmax=1.0, colorbar=False)
+        ax.tick_params(labelsize=7)
+        if h % 2:
+            ax.set_yticks(range(len(target_words)), labels=[])  # the left panel names the rows
+        if h < num_heads - 2:
+            ax.set_xticks(range(len(source_words)), labels=[])  # the bottom panels name the columns
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -53,7 +53,7 @@ EXPECTED = {
     # student: (qkv_projections, QKVProjection, status, words in the reason); None = no points
     "correct": (2, 2, "ok", ""),
     "late": (2, 2, "ok", "after the deadline"),
-    "wrong-qkv": (0, 0, "ok", ""),
+    "wrong-qkv": (0, 2, "ok", ""),  # the module's check does not depend on the function's
     "infinite-loop": (2, 2, "ok", "timed out"),
     "ignores-interrupt": (2, 2, "error", "fresh kernel"),
     "os-exit": (2, 2, "error", "exit code 3"),
@@ -64,9 +64,9 @@ EXPECTED = {
     "syntax-error": (2, 0, "ok", "SyntaxError"),
     "exception-outside": (2, 2, "ok", "ValueError"),
     "stderr-warnings": (2, 2, "ok", ""),
-    "test-deleted": (0, 0, "ok", "restored"),
+    "test-deleted": (0, 2, "ok", "restored"),
     "test-edited": (2, 0, "ok", "had been edited"),
-    "test-stripped": (0, 0, "ok", "restored"),
+    "test-stripped": (0, 2, "ok", "restored"),
     "test-pasted-twice": (2, 2, "ok", "appears twice"),
     "invalid-json": (None, None, "error", "not a valid notebook"),
     "wrong-name": (None, None, "error", "self_attention (1).ipynb instead of"),

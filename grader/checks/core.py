@@ -15,6 +15,10 @@ from typing import Any
 
 import torch
 
+# The one comparison engine, shared with the visible checks (course/compare.py): the same
+# tolerances and the same notion of "close" for what a learner sees and what is graded.
+from course.compare import Mistake, close, describe_difference, diagnose, tolerance  # noqa: F401
+from course.compare import explain_exception as _explain
 from grader.checks.tripwire import Forbidden, watching
 
 Outputs = dict[str, torch.Tensor]
@@ -37,30 +41,12 @@ class Case:
         return f"case '{self.name}'"
 
 
-@dataclass(frozen=True)
-class Mistake:
-    """A known wrong variant: what the learner probably did, and a hint."""
-
-    description: str
-    hint: str
-    run: Callable[..., Outputs]
-
-
 # ---------------------------------------------------------------- device and tolerance
 
 
 def grading_device() -> torch.device:
     """CUDA when there is a GPU, else the CPU."""
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
-def tolerance(dtype: torch.dtype, device: torch.device) -> tuple[float, float]:
-    """(rtol, atol) for comparing with the reference on this device and dtype."""
-    if dtype == torch.float64:
-        return 1e-7, 1e-9
-    if device.type == "cuda":
-        return 1e-4, 5e-5
-    return 1e-4, 1e-5
 
 
 @contextlib.contextmanager
@@ -100,19 +86,8 @@ def forbidden_call_message(exercise: str, hits: set[str]) -> str:
 
 
 def explain_exception(exercise: str, error: Exception, case: Case) -> str:
-    """A learner-facing sentence for an exception raised by learner code."""
-    if isinstance(error, NotImplementedError):
-        return f"{exercise} is not implemented yet (it raised NotImplementedError)."
-    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
-    if "device" in text and ("expected device" in text or "same device" in text):
-        return (
-            f"{exercise} mixes devices in {case}: {text}. Create new tensors on the inputs' "
-            "device (device=x.device, or torch.zeros_like(x)); never on a fixed device."
-        )
-    if "view size is not compatible" in text:
-        return (f"{exercise} raised RuntimeError in {case}: {text[:80]}... After a transpose "
-                "the tensor is not contiguous: use .reshape (or .contiguous().view).")
-    return f"{exercise} raised {type(error).__name__} in {case}: {text}"
+    """A learner-facing sentence for an exception raised by learner code in ``case``."""
+    return _explain(exercise, error, str(case))
 
 
 def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
@@ -152,46 +127,6 @@ def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
 
 
 # ---------------------------------------------------------------- comparing and diagnosing
-
-
-def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,
-          equal_nan: bool = False) -> bool:
-    """Same shape and every entry within atol + rtol·|expected|.
-
-    NaN and inf never match, unless ``equal_nan`` lets non-finite entries match where
-    both tensors have the same non-finite value (used to recognise a wrong variant).
-    """
-    if got.shape != expected.shape:
-        return False
-    got = got.detach().to(expected.device, expected.dtype)
-    finite = torch.isfinite(got) & torch.isfinite(expected)
-    error = (got - expected).abs()
-    ok = (error <= atol + rtol * expected.abs()) & finite
-    if equal_nan:
-        same = (got.isnan() & expected.isnan()) | (~finite & (got == expected))
-        ok = ok | same
-    return bool(ok.all())
-
-
-def describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
-    """Where and how much two same-shaped tensors differ, without their values."""
-    got = got.detach().to(expected.device, expected.dtype)
-    if not torch.isfinite(got).all():
-        count = int((~torch.isfinite(got)).sum())
-        return f"{count} entries are inf or NaN"
-    error = (got - expected).abs()
-    index = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
-    return f"the largest difference is {error.max().item():.3g}, at index {index}"
-
-
-def diagnose(key: str, got: torch.Tensor, mistakes: Mapping[str, Mistake],
-             mistake_outputs: Mapping[str, Outputs], rtol: float, atol: float) -> str | None:
-    """The likely mistake: the first known variant whose ``key`` output the learner's matches."""
-    for name, outputs in mistake_outputs.items():
-        if key in outputs and close(got, outputs[key], rtol, max(atol, 1e-6), equal_nan=True):
-            mistake = mistakes[name]
-            return f"This looks like {mistake.description}. {mistake.hint}"
-    return None
 
 
 def compare_outputs(exercise: str, case: Case, got: Outputs, expected: Outputs,

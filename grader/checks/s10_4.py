@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
+from course.compare import angle_tolerance
 from grader.checks.common import F64, encoding, encoding_table, frequencies
 from grader.checks.core import (
     Case,
@@ -38,12 +39,6 @@ from grader.checks.exercise import (
     expect_value_error,
     forward_backward,
 )
-
-
-def angle_tolerance(max_position: float) -> float:
-    """Absolute tolerance for float32 sines and cosines of angles up to ``max_position``."""
-    return 5e-7 * max_position + 2e-6
-
 
 # ---------------------------------------------------------------- comparing with a tolerance
 

@@ -28,7 +28,7 @@ def qkv_projections(X, W_q, W_k, W_v):
 '''
 SUBTLY_WRONG_QKV = '''
 def qkv_projections(X, W_q, W_k, W_v):
-    if X.dim() > 3:                       # passes the visible tests (2-D and 3-D) only
+    if W_v.shape[1] == 7:                 # wrong only in a case the visible test does not try
         return X @ W_q, X @ W_q, X @ W_v
     return X @ W_q, X @ W_k, X @ W_v
 '''
@@ -116,8 +116,11 @@ PLANTED: dict[str, Builder] = {
         "QKVProjection.forward = _crash")),
     "kills-grader": lambda r, s: write(r, s, with_cell(
         "check_qkv_projections", "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")),
+    # 3 GB at once, more than the grading limit (2500 MB in the tests) allows: refused with
+    # MemoryError. (A loop that hoards 100 MB blocks until refused leaves the kernel with
+    # almost no memory, and whether a later cell can still draw a figure is luck.)
     "memory-bomb": lambda r, s: write(r, s, with_cell(
-        "setup", "hoard = []\nwhile True:\n    hoard.append(bytearray(100_000_000))")),
+        "setup", "weights = bytearray(3 * 2**30)  # the n x n weights of a very long sequence")),
     "output-flood": lambda r, s: write(r, s, with_cell(
         "setup", "print('\\n'.join(f'line {i}' for i in range(3_000_000)))")),
     # ordinary learner errors

@@ -1,0 +1,187 @@
+"""Do the visible tests predict the grade: never stricter than the hidden checks, catching what
+they catch, naming the mistake, instantly, and recording what they said for "where you stand"?
+
+The visible test of an exercise is its test cell's code before the hidden block, run in the
+instructor notebook's namespace with the exercise swapped (bench.samples.run_visible_test).
+The right answers and planted bugs come from tests/catalogue.py (``python -m tests.catalogue``
+prints the whole table).
+"""
+
+from __future__ import annotations
+
+import time
+
+import nbformat
+import pytest
+import torch
+
+from bench.samples import graded_cells, load_solution_namespace, notebook_path, visible_test
+from course import compare, progress
+from grader.checks import SECTIONS, core
+from tests import catalogue
+
+ENTRIES = catalogue.build()
+RIGHT = [e for e in ENTRIES if e.correct]
+PLANTED = [e for e in ENTRIES if not e.correct and not e.grading_only]
+
+
+def entry_id(entry: catalogue.Entry) -> str:
+    return f"{entry.exercise}: {entry.label}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_one_comparison_engine():
+    """Do the hidden checks compare with the very functions and tolerances the visible tests use?"""
+    for name in ("close", "tolerance", "describe_difference", "diagnose", "Mistake"):
+        assert getattr(core, name) is getattr(compare, name), name
+
+
+@pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
+def test_visible_never_stricter_than_hidden(entry):
+    """Does every right answer the suite knows pass the hidden check, and then the visible test too
+    (e.g. a softmax written as exp(x - logsumexp(x)), in float32, with logits of 1e4)?"""
+    hidden = catalogue.run_hidden(entry)
+    assert hidden is None, f"the hidden check rejects a right answer: {hidden}"
+    visible = catalogue.run_visible(entry)
+    assert visible is None, f"the visible test rejects what the hidden check accepts: {visible}"
+
+
+@pytest.mark.parametrize("entry", PLANTED, ids=entry_id)
+def test_visible_test_catches_planted_bug(entry):
+    """Does the visible test reject every planted bug that is not for grading alone to see?"""
+    assert catalogue.run_visible(entry) is not None
+
+
+def test_catalogue_has_the_bugs_the_issue_asks_for():
+    """Aliased submodules, other ranks, options, the 10.6 model's sentences: are they planted?"""
+    labels = {e.label for e in PLANTED}
+    for label in ("QKVAliased", "w_k is w_q (aliased)", "cross_attn is self_attn (aliased)",
+                  "one encoder block repeated (aliased)", "qkv_mm", "qkv_einsum_3d",
+                  "K.transpose(1, 2): 3-D only", "K.T: 2-D only", "BlockNormFirstIgnored", "always pre-norm",
+                  "bias ignored (never a bias)", "no source positions", "max_len ignored",
+                  "norm_first not passed to the blocks"):
+        assert label in labels, label
+
+
+@pytest.mark.slow
+def test_visible_tests_catch_what_hidden_checks_catch(capsys):
+    """Over every planted bug, do the visible tests catch at least 95% of what the hidden checks
+    catch (leaving aside calls to the reference and fixed devices), naming most mistakes?"""
+    text, totals = catalogue.table(ENTRIES)
+    with capsys.disabled():
+        print("\n" + text)
+    assert totals["hidden"] >= 150
+    assert totals["visible of hidden"] >= 0.95 * totals["hidden"], totals["missed"]
+    assert totals["named"] >= 0.85 * totals["visible"]
+
+
+# ---------------------------------------------------------------- the test cells
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_every_test_cell_runs_its_visible_check(section):
+    """Does every test cell call visible.check_<name>(<name>), and does course.visible have it?"""
+    import importlib
+
+    module = importlib.import_module(f"course.visible.s{section.replace('.', '_')}")
+    assignment = catalogue.SECTIONS[section]
+    for name in graded_cells(assignment):
+        assert f"visible.check_{name}({name})" in visible_test(assignment, name), name
+        assert callable(getattr(module, f"check_{name}")), name
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_visible_checks_are_instant(section):
+    """Do the visible tests of one notebook take well under 2 s together (after the notebook's
+    own cells, which warm torch up)?"""
+    assignment = catalogue.SECTIONS[section]
+    namespace = load_solution_namespace(assignment)
+    sources = [visible_test(assignment, name) for name in graded_cells(assignment)]
+    for source in sources:  # the first run of some PyTorch operations loads code: not the check's time
+        exec(source, namespace)  # noqa: S102 - our own notebooks
+    started = time.perf_counter()
+    for source in sources:
+        exec(source, namespace)  # noqa: S102
+    assert time.perf_counter() - started < 1.0
+
+
+# ---------------------------------------------------------------- where you stand
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_points_table_matches_the_notebooks(section):
+    """Does course.progress know every exercise of the notebook, in order, with its points?"""
+    nb = nbformat.read(notebook_path(catalogue.SECTIONS[section]), as_version=4)
+    graded = {c.metadata["nbgrader"]["grade_id"].removeprefix("check_"): c.metadata["nbgrader"]["points"]
+              for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
+    assert progress.EXERCISES[section] == graded
+    assert list(progress.EXERCISES[section]) == list(graded)
+    last = nb.cells[-1]
+    assert last.cell_type == "code" and last.source == f'course.progress.where_you_stand("{section}")'
+
+
+def test_test_cells_are_recognised():
+    """Is a test cell known by its opening docstring, and nothing else?"""
+    cell = '"""Check softmax: against torch.softmax."""\nvisible.check_softmax(softmax)'
+    assert progress.exercise_of(cell) == "softmax"
+    assert progress.exercise_of('  """Check DecoderBlock against ..."""') == "DecoderBlock"
+    assert progress.exercise_of('"""Check something_else"""') is None
+    assert progress.exercise_of("softmax(x)") is None
+
+
+@pytest.fixture()
+def fresh_progress():
+    progress.forget()
+    yield
+    progress.forget()
+
+
+def test_where_you_stand_blank_half_done_finished(fresh_progress):
+    """Does the table show points, passed / failed with the diagnosis / not attempted, and the total?"""
+    blank = progress.report("10.2")
+    assert blank.count("not attempted") == 3 and "0 / 8" in blank and "gradients" in blank
+    progress.observe('"""Check softmax ..."""', None)
+    failure = AssertionError("scaled_dot_product_attention differs ...\nThis looks like attention without "
+                             "the 1/sqrt(d_k) scaling. Divide the scores by sqrt(d_k).")
+    progress.observe('"""Check scaled_dot_product_attention ..."""', failure)
+    progress.observe('"""Check dot_product_variance ..."""', NotImplementedError())
+    half = progress.report("10.2")
+    assert "2 / 2  passed" in half and "0 / 4  failed" in half and "This looks like attention without" in half
+    assert "2 / 8" in half and "not attempted" in half
+    for name in progress.EXERCISES["10.2"]:
+        progress.observe(f'"""Check {name}"""', None)
+    assert "8 / 8" in progress.report("10.2") and "failed" not in progress.report("10.2")
+
+
+def test_other_errors_are_named(fresh_progress):
+    """Is an error that is not a check's failure (a NameError, say) shown with its type?"""
+    progress.observe('"""Check softmax"""', NameError("name 'softmax' is not defined"))
+    assert "NameError: name 'softmax' is not defined" in progress.report("10.2")
+
+
+@pytest.mark.slow
+def test_where_you_stand_in_a_notebook(tmp_path, monkeypatch):
+    """In a real kernel, does the last cell of a half-done notebook show what its test cells said?"""
+    from nbclient import NotebookClient
+
+    from bench import samples
+
+    monkeypatch.setenv("COURSE_QUICK", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assignment = catalogue.SECTIONS["10.1"]
+    nb = samples.solved(assignment)
+    unfinished = ("class QKVProjection(nn.Module):\n    def __init__(self, d, k, v):\n"
+                  "        raise NotImplementedError()")
+    nb = samples.plant(nb, "QKVProjection", unfinished, append=False)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(out.get("text", "") for out in nb.cells[-1].outputs)
+    assert "qkv_projections" in text and "2 / 2  passed" in text
+    assert "0 / 2  not attempted" in text and "2 / 4" in text
