@@ -57,3 +57,16 @@ def test_cost_stops_growing_when_a_call_gets_slow(attention):
     assert cost["lengths"] == [8, 16, 32]
     assert len(cost["yours_s"]) == len(cost["fused_s"]) == len(cost["weights_mb"]) == 3
     assert cost["yours_s"][-1] >= 0.3
+
+
+def test_accuracy_by_position_draws_every_model_and_the_guides():
+    """Does the 10.4 length figure draw one smoothed curve per model, the training length
+    and the guessing line, at the right positions?"""
+    from course.figures_block import accuracy_by_position
+
+    ax = accuracy_by_position({"a": [1.0] * 10, "b": [0.0, 1.0] * 5}, start=3, train_len=6,
+                              chance=0.1, smooth=2)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["a", "b", "longest training sequence (6)", "guessing"]
+    assert list(ax.lines[0].get_xdata()) == list(range(4, 13))  # positions 3 .. 12, first mean at 4
+    assert list(ax.lines[1].get_ydata()) == [0.5] * 9
