@@ -13,6 +13,8 @@ Measures, in one run on the current machine, and writes ``bench/report.json`` an
   (:mod:`bench.checks`);
 * ``modules``: the course's modules against PyTorch's, forward plus backward
   (:mod:`bench.modules`);
+* ``decoding``: greedy decoding with and without a cache of keys and values
+  (:mod:`bench.decoding`);
 * ``scaling``: attention's time and memory against sequence length (:mod:`bench.scaling`).
 
 A benchmark, not a test: every figure is a median of repeated runs measured side by side

@@ -17,7 +17,7 @@ import torch
 from bench import BENCH_DIR, cpu_seconds
 from bench import report as report_
 
-PARTS = ("modules", "scaling", "notebooks", "checks", "autograde")
+PARTS = ("modules", "decoding", "scaling", "notebooks", "checks", "autograde")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--long-repeats", type=int, default=1, help="runs of 10.6 with full training")
     p.add_argument("--module-rounds", type=int, default=15, help="timed rounds per module comparison")
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths for scaling")
+    p.add_argument("--output-tokens", type=int, default=64, help="tokens each decoding run writes")
+    p.add_argument("--decoding-batches", type=int, nargs="+", default=[1, 64],
+                   help="batch sizes (sentences) of the decoding comparison")
     p.add_argument("--jobs", type=int, default=2, help="jobs of our autograde run")
     p.add_argument("--copies", type=int, default=1,
                    help="copies of the 4 sample submissions per assignment")
@@ -52,6 +55,13 @@ def measure(part: str, args: argparse.Namespace, devices: list[str], report: dic
         for device in devices:
             key = "modules" if device == "cpu" else f"{device}_modules"
             report[key] = bench_modules(device, repeats=args.module_rounds, log=log)
+    elif part == "decoding":
+        from bench.decoding import bench_decoding
+
+        for device in devices:
+            key = "decoding" if device == "cpu" else f"{device}_decoding"
+            report[key] = bench_decoding(device, output_tokens=args.output_tokens,
+                                         batches=tuple(args.decoding_batches), log=log)
     elif part == "scaling":
         from bench.scaling import LENGTHS, bench_scaling, plot
 

@@ -167,6 +167,20 @@ def modules_table(modules: dict, device: str = "cpu") -> list[str]:
     return lines
 
 
+def decoding_table(decoding: dict, device: str = "cpu") -> list[str]:
+    lines = [f"| batch ({device}) | output tokens | greedy_decode (ms) | greedy_decode_cached (ms) | ratio "
+             "| target | same ids |",
+             "|---:|---:|---:|---:|---:|---:|---|"]
+    for name, e in decoding.items():
+        if not name.startswith("batch_"):
+            continue
+        lines.append(f"| {e['batch']} | {e['output_tokens']} | {_ms(e['uncached_s'])} | {_ms(e['cached_s'])} "
+                     f"| {_num(e['ratio'])} | >= {e['target_ratio']} | {_ok(e['same_ids'])} |")
+    if decoding.get("reason"):
+        lines.append(f"\nNot measured: {decoding['reason']}")
+    return lines
+
+
 def scaling_table(scaling: dict) -> list[str]:
     course, torch_ = scaling["course"], scaling["torch_sdpa"]
     slopes = {name: [None, *scaling[name].get("local_exponents", [])] for name in ("course", "torch_sdpa")}
@@ -204,17 +218,23 @@ def markdown(report: dict) -> str:
         out += ["## The course's modules against PyTorch's", "",
                 f"Model size: {cfg.get('source', '')}; medians of alternating timed rounds.", "",
                 *modules_table(report["modules"]), ""]
+    if "decoding" in report:
+        cfg = report["decoding"].get("config", {})
+        out += ["## Greedy decoding with and without a KV cache", "",
+                f"Model size: {cfg.get('source', '')}; untrained; every sentence runs to "
+                f"{cfg.get('output_tokens')} tokens; medians of alternating timed rounds.", "",
+                *decoding_table(report["decoding"]), ""]
     if "scaling" in report:
         s = report["scaling"]["setup"]
         out += ["## Attention against sequence length", "",
                 (f"One head, d={s['d']}, batch {s['batch']}, {s['pass']}, {s['device']}; peak = "
                  "memory allocated by the call beyond its inputs. Figure: `bench/scaling.png`."), "",
                 *scaling_table(report["scaling"]), ""]
-    for key in ("cuda_modules", "cuda_scaling"):
+    tables = {"cuda_modules": lambda r: modules_table(r, "cuda"),
+              "cuda_decoding": lambda r: decoding_table(r, "cuda"), "cuda_scaling": scaling_table}
+    for key, table in tables.items():
         if key in report:
-            out += [f"## {key.replace('_', ' ')}", ""]
-            out += (modules_table(report[key], "cuda") if key == "cuda_modules"
-                    else scaling_table(report[key])) + [""]
+            out += [f"## {key.replace('_', ' ')}", "", *table(report[key]), ""]
     return "\n".join(out)
 
 

@@ -114,3 +114,31 @@ def similarity_heatmap(pe, *, title="pe[p] · pe[q]: it depends only on p − q"
     ax.set_ylabel("position p")
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="dot product")
     return ax
+
+
+def accuracy_by_position(accuracy: Mapping[str, Sequence[float]], *, start: int, train_len: int,
+                         chance: float | None = None, smooth: int = 4,
+                         title="Accuracy at each position of sequences longer than in training",
+                         ax=None):
+    """Accuracy per position for several models (one curve each, a running mean of ``smooth``).
+
+    ``accuracy[label][j]`` is the accuracy at position ``start + j``; a dashed line marks the
+    longest sequence seen in training, a dotted one the accuracy of guessing.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    for label, values in accuracy.items():
+        values = torch.as_tensor(values, dtype=torch.float64)
+        window = max(1, min(smooth, len(values)))
+        mean = values.unfold(0, window, 1).mean(dim=1)  # (len - window + 1,)
+        ax.plot(range(start + window - 1, start + len(values)), mean.numpy(), label=label)
+    ax.axvline(train_len - 0.5, color="gray", linestyle="--",
+               label=f"longest training sequence ({train_len})")
+    if chance is not None:
+        ax.axhline(chance, color="gray", linestyle=":", label="guessing")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("position in the test sequence")
+    ax.set_ylabel(f"accuracy (mean of {smooth} positions)" if smooth > 1 else "accuracy")
+    ax.set_title(title)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    return ax

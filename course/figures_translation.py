@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -75,6 +75,63 @@ def cross_attention_maps(weights, source_words: Sequence[str], target_words: Seq
             ax.set_yticks(range(len(target_words)), labels=[])  # the left panel names the rows
         if h < num_heads - 2:
             ax.set_xticks(range(len(source_words)), labels=[])  # the bottom panels name the columns
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def attention_grid(maps: Mapping[str, torch.Tensor],
+                   labels: Mapping[str, tuple[Sequence[str], Sequence[str]]], *,
+                   title: str = "Every attention layer and head"):
+    """One row per attention layer, one column per head: ``maps[name]`` is (h, n_q, n_k) and
+    ``labels[name]`` the (query words, key words) of that layer."""
+    names = list(maps)
+    num_heads = max(m.shape[0] for m in maps.values())
+    fig, axes = plt.subplots(len(names), num_heads, squeeze=False,
+                             figsize=(2.3 * num_heads + 1.2, 2.1 * len(names) + 0.6))
+    for row, name in enumerate(names):
+        queries, keys = labels[name]
+        for h in range(num_heads):
+            ax = axes[row][h]
+            ax.imshow(maps[name][h].float().numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            ax.set_xticks(range(len(keys)), labels=keys, rotation=90, fontsize=6)
+            ax.set_yticks(range(len(queries)), labels=queries if h == 0 else [""] * len(queries),
+                          fontsize=6)
+            if row == 0:
+                ax.set_title(f"head {h}", fontsize=9)
+        axes[row][0].set_ylabel(name, fontsize=9)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def ablation_figure(losses: Mapping[str, Sequence[float]], scores: Mapping[str, Mapping[str, float]],
+                    *, floor: float | None = None, title: str = "The same budget, one ingredient taken out"):
+    """Left: each variant's training loss (running mean of 20 steps). Right: its held-out exact
+    match, one group of bars per variant and one bar per held-out set. ``floor``: the lowest
+    loss label smoothing allows."""
+    fig, (ax_loss, ax_score) = plt.subplots(1, 2, figsize=(12, 3.8),
+                                            gridspec_kw={"width_ratios": [1, 1.3]})
+    for name, values in losses.items():
+        values = torch.tensor(list(values), dtype=torch.float64)
+        window = min(20, len(values))
+        smooth = values.unfold(0, window, 1).mean(dim=1)
+        ax_loss.plot(range(window - 1, len(values)), smooth.numpy(), label=name)
+    if floor is not None:
+        ax_loss.axhline(floor, color="gray", linestyle="--", label="lowest loss with label smoothing")
+    ax_loss.set(yscale="log", xlabel="training step", ylabel="training loss (cross-entropy)",
+                title="Training loss (mean of 20 steps)")
+    ax_loss.legend(fontsize=7)
+    names, splits = list(scores), list(next(iter(scores.values())))
+    width = 0.8 / len(splits)
+    for i, split in enumerate(splits):
+        xs = [j + (i - (len(splits) - 1) / 2) * width for j in range(len(names))]
+        values = [100 * scores[name][split] for name in names]
+        bars = ax_score.bar(xs, values, width, label=split)
+        ax_score.bar_label(bars, fmt="%.0f", fontsize=7)
+    ax_score.set_xticks(range(len(names)), labels=names, rotation=20, ha="right", fontsize=8)
+    ax_score.set(ylim=(0, 110), ylabel="exact match (%)", title="Held-out sentences translated exactly")
+    ax_score.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     return fig

@@ -24,7 +24,7 @@ import torch
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # index i is the id of SPECIALS[i]
 DATA_FILE = "fr_en.tsv"
-SPLITS = ("train", "valid", "test")
+SPLITS = ("train", "valid", "test", "long")  # long: more words than any other
 
 Pair = tuple[str, str]  # (french, english)
 Batch = tuple[torch.Tensor, torch.Tensor]  # (src (B, n_src), tgt (B, n_tgt))

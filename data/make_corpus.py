@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SEED = 106
-SIZES = {"train": 5000, "valid": 400, "test": 400}
+SIZES = {"train": 5000, "valid": 400, "test": 400, "long": 400}
+LONG_FROM = 8  # French words: sentences this long are held out in "long", longer than all others
 ANCHOR = ("nous mangeons du pain", "we eat bread")  # always in the test split
 OUT_PATH = Path(__file__).resolve().parent / "fr_en.tsv"
 
@@ -187,22 +188,29 @@ def sentence(rng: random.Random) -> tuple[str, str]:
     return " ".join(fr), " ".join(en)
 
 
-def unique_pairs(rng: random.Random, n: int) -> dict[str, str]:
-    """Sample pairs until there are ``n`` distinct French sentences (not counting ANCHOR)."""
-    pairs: dict[str, str] = {}
-    while len(pairs) < n:
+def unique_pairs(rng: random.Random, n_short: int, n_long: int) -> tuple[dict[str, str], dict[str, str]]:
+    """Sample pairs until there are ``n_short`` distinct French sentences shorter than
+    ``LONG_FROM`` words (not counting ANCHOR) and ``n_long`` distinct longer ones."""
+    short: dict[str, str] = {}
+    long: dict[str, str] = {}
+    while len(short) < n_short or len(long) < n_long:
         fr, en = sentence(rng)
-        if fr != ANCHOR[0]:
-            assert pairs.setdefault(fr, en) == en, f"two translations for {fr!r}"
-    return pairs
+        pool, size = (long, n_long) if len(fr.split()) >= LONG_FROM else (short, n_short)
+        if fr != ANCHOR[0] and len(pool) < size:
+            assert pool.setdefault(fr, en) == en, f"two translations for {fr!r}"
+    return short, long
 
 
 def make_rows(seed: int = SEED) -> list[tuple[str, str, str]]:
-    """All (split, french, english) rows: unique French sentences, ANCHOR in test."""
+    """All (split, french, english) rows: unique French sentences, ANCHOR in test, the
+    sentences of LONG_FROM words or more in "long" only."""
     rng = random.Random(seed)
-    pairs = list(unique_pairs(rng, sum(SIZES.values()) - 1).items())
+    held_short = sum(n for split, n in SIZES.items() if split != "long") - 1
+    short, long = unique_pairs(rng, held_short, SIZES["long"])
+    pairs = list(short.items())
     rng.shuffle(pairs)
     pairs.insert(SIZES["train"] + SIZES["valid"], ANCHOR)  # first test row
+    pairs += list(long.items())
     rows, start = [], 0
     for split, size in SIZES.items():
         rows += [(split, fr, en) for fr, en in pairs[start:start + size]]

@@ -147,6 +147,9 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
                     "multi_head_attention": {"ours_s": 2e-3, "torch_s": 1e-3, "ratio": 2.0,
                                              "target_ratio": 1.5}},
         "scaling": scaling.bench_scaling(lengths=(8, 16), repeats=1, fit_from=8, log=lambda _: None),
+        "decoding": {"config": {"source": "tiny", "output_tokens": 64},
+                     "batch_64": {"batch": 64, "output_tokens": 64, "uncached_s": 0.3, "cached_s": 0.05,
+                                  "ratio": 6.0, "target_ratio": 3.0, "same_ids": True}},
     }
     json_path, md_path = report.write(result, tmp_path)
     data = json.loads(json_path.read_text())
@@ -156,9 +159,10 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
     assert math.isfinite(data["scaling"]["course"]["exponent"])
     assert {"cpu", "cores", "torch", "date", "device", "load_average_start"} <= set(data["machine"])
     text = md_path.read_text()
+    assert data["decoding"]["batch_64"]["ratio"] == 6.0
     for heading in ("| notebook |", "| stock nbgrader", "| multi_head_attention |",
                     "| **fitted exponent**", "| CPU seconds by phase | nbgrader | kernels | autograde |",
-                    "| CPU seconds (target < 2) |"):
+                    "| CPU seconds (target < 2) |", "| batch (cpu) |"):
         assert heading in text
     assert "| ours, --jobs 2 |  |  | 7.5 | 0.3 | 0.8 | 0.2 | 8.8 |" in text
     assert "2.50 **over**" in text and "0.12 s of wall time and 0.05 s of CPU per notebook" in text
@@ -168,5 +172,21 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
 def test_command_line_defaults_measure_every_part():
     """Does a bare ``python -m bench`` measure every part?"""
     args = build_parser().parse_args([])
-    assert args.only == ["modules", "scaling", "notebooks", "checks", "autograde"]
+    assert args.only == ["modules", "decoding", "scaling", "notebooks", "checks", "autograde"]
     assert args.jobs == 2
+
+
+def test_decoding_ratio_is_uncached_over_cached():
+    """Does the decoding part time both decoders on the same batch, check they agree, and
+    compute its ratio from the measured medians?"""
+    from bench import decoding
+
+    entry = decoding.bench_decoding(output_tokens=4, batches=(1, 3), repeats=2, round_s=1e-3, cfg=TINY,
+                                    log=lambda _: None)
+    for batch in (1, 3):
+        e = entry[f"batch_{batch}"]
+        assert e["batch"] == batch and e["output_tokens"] == 4 and e["same_ids"] is True
+        assert e["ratio"] == e["uncached_s"] / e["cached_s"]
+        assert e["uncached_s"] == statistics.median(e["uncached_samples_s"])
+    text = "\n".join(report.decoding_table(entry))
+    assert "| 3 | 4 |" in text and "greedy_decode_cached" in text

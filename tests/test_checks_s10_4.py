@@ -11,6 +11,7 @@ from torch import nn
 
 from grader.checks import s10_4
 from tests.check_helpers import assert_fails
+from tests.visible_cells import run_visible
 
 ASSIGNMENT = "10.4-positional-encoding"
 
@@ -422,3 +423,196 @@ def test_shift_checked_far_beyond_training_positions():
     """Does the check test positions up to 10 000, where a float32 angle error would show?"""
     positions = s10_4.shift_positions(3, torch.device("cpu"))
     assert positions.max() >= 10_000 - 3 and positions.min() == 0
+
+
+# ---------------------------------------------------------------- rotary position embedding
+
+
+def test_solution_rotary_passes(solution):
+    """Does the notebook's apply_rotary pass its check?"""
+    s10_4.check_apply_rotary(solution["apply_rotary"])
+
+
+def _positions(x, positions):
+    return torch.arange(x.shape[-2], device=x.device) if positions is None else positions
+
+
+def rotary_complex(x, positions=None, base=10000.0):
+    """A right answer: pairs as complex numbers, turned by e^(i p w) (view_as_complex, polar)."""
+    d = x.shape[-1]
+    if d % 2:
+        raise ValueError("odd d")
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angle = _positions(x, positions).double()[:, None] * omega  # (n, d/2)
+    z = torch.view_as_complex(x.double().reshape(*x.shape[:-1], d // 2, 2).contiguous())
+    turned = z * torch.polar(torch.ones_like(angle), angle)
+    return torch.view_as_real(turned).reshape(x.shape).to(x.dtype)
+
+
+def rotary_matrices(x, positions=None, base=10000.0):
+    """A right answer: one block-diagonal rotation matrix per position, applied with einsum."""
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError("odd d")
+    R = torch.zeros(n, d, d, dtype=torch.float64, device=x.device)
+    for j, p in enumerate(_positions(x, positions).tolist()):
+        for i in range(d // 2):
+            a = p / base ** (2 * i / d)
+            R[j, 2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor(
+                [[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64)
+    return torch.einsum("nij,...nj->...ni", R, x.double()).to(x.dtype)
+
+
+def rotary_float32_cached(x, positions=None, base=10000.0):
+    """A right answer in the style of GPT-J: float32 frequencies, cos and sin repeated per column,
+    the 'rotate every two' trick."""
+    d = x.shape[-1]
+    if d % 2 == 1:
+        raise ValueError("odd d")
+    inv_freq = 1.0 / (base ** (torch.arange(0, d, 2, device=x.device).float() / d))
+    freqs = torch.outer(_positions(x, positions).float(), inv_freq)  # (n, d/2)
+    cos = freqs.cos().repeat_interleave(2, dim=-1).to(x.dtype)  # (n, d): c0 c0 c1 c1 ...
+    sin = freqs.sin().repeat_interleave(2, dim=-1).to(x.dtype)
+    rotated = torch.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).flatten(-2)  # (-b, a) per pair
+    return x * cos + rotated * sin
+
+
+def rotary_loop(x, positions=None, base=10000.0):
+    """A right answer: a loop over the pairs with the math module's angles, written into a clone."""
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError("odd d")
+    out = x.clone()
+    p = _positions(x, positions).to(torch.float64)
+    for i in range(d // 2):
+        angle = p * math.pow(base, -2 * i / d)
+        c, s = angle.cos().to(x.dtype)[:, None], angle.sin().to(x.dtype)[:, None]
+        a, b = x[..., 2 * i: 2 * i + 1], x[..., 2 * i + 1: 2 * i + 2]
+        out[..., 2 * i: 2 * i + 1] = a * c - b * s
+        out[..., 2 * i + 1: 2 * i + 2] = a * s + b * c
+    return out
+
+
+@pytest.mark.parametrize("impl", [rotary_complex, rotary_matrices, rotary_float32_cached, rotary_loop])
+def test_rotary_variants_pass(impl):
+    """Are complex numbers, rotation matrices, a float32 GPT-J-style version and a loop accepted?"""
+    s10_4.check_apply_rotary(impl)
+
+
+def make_rotary(*, halves=False, clockwise=False, exponent=2.0, inverted=False, start=0,
+                use_positions=True, use_base=True, swap=False, added=False, check_d=True,
+                device_of_x=True, dtype="x", scale=None, square=False):
+    """apply_rotary with one learner-like mistake switched on."""
+
+    def rotary(x, positions=None, base=10000.0):
+        n, d = x.shape[-2:]
+        if check_d and d % 2:
+            raise ValueError("odd d")
+        where = x.device if device_of_x else None
+        if positions is None or not use_positions:
+            positions = torch.arange(n, device=where)
+        b_ = base if use_base else 10000.0
+        i = torch.arange(d // 2, dtype=torch.float64, device=where)
+        power = exponent * i / d
+        omega = b_ ** (power if inverted else -power)
+        p = positions.double() + start
+        angle = (p ** 2 if square else p)[:, None] * omega
+        if added:
+            pe = torch.stack([angle.sin(), angle.cos()], -1).flatten(-2)
+            return x + pe.to(x.dtype)
+        cos, sin = angle.cos(), angle.sin()
+        if swap:
+            cos, sin = sin, cos
+        if clockwise:
+            sin = -sin
+        first, second = (x[..., : d // 2], x[..., d // 2:]) if halves else (x[..., 0::2], x[..., 1::2])
+        new_a, new_b = first * cos - second * sin, first * sin + second * cos
+        if scale is not None:
+            new_a, new_b = new_a * (1 + p[:, None] * scale), new_b * (1 + p[:, None] * scale)
+        out = torch.cat([new_a, new_b], -1) if halves else torch.stack([new_a, new_b], -1).flatten(-2)
+        return out if dtype == "promoted" else out.to(x.dtype)
+
+    return rotary
+
+
+ROTARY_BUGS = {
+    "halves (rotate_half)": (make_rotary(halves=True), r"column i \+ d/2"),
+    "clockwise": (make_rotary(clockwise=True), r"clockwise"),
+    "exponent i/d": (make_rotary(exponent=1.0), r"exponent i/d instead of 2i/d"),
+    "exponent 4i/d": (make_rotary(exponent=4.0), r"4i/d"),
+    "inverted frequency": (make_rotary(inverted=True), r"frequency inverted"),
+    "positions from 1": (make_rotary(start=1), r"positions counted from 1"),
+    "positions ignored": (make_rotary(use_positions=False), r"positions argument ignored"),
+    "base ignored": (make_rotary(use_base=False), r"base argument ignored"),
+    "cos and sin swapped": (make_rotary(swap=True), r"cosine and sine exchanged"),
+    "added, not rotated": (make_rotary(added=True), r"added to x instead of rotating"),
+    "no error for odd d": (make_rotary(check_d=False), r"should raise ValueError for an odd d=5"),
+    "tensors on a fixed device": (make_rotary(device_of_x=False), r"without a device"),
+    "float64 out for float32 in": (make_rotary(dtype="promoted"), r"dtype of x \(torch\.float32\)"),
+    "lengths grow with the position": (make_rotary(scale=0.1), r"length of each pair"),
+    "angle grows with p squared": (make_rotary(square=True), r"depend only on m - n"),
+}
+
+
+@pytest.mark.parametrize("bug", ROTARY_BUGS)
+def test_rotary_bugs_fail(bug):
+    """Is each wrong rotary embedding rejected, with the diagnosis named?"""
+    impl, match = ROTARY_BUGS[bug]
+    assert_fails(s10_4.check_apply_rotary, impl, match)
+
+
+def test_rotary_reference_has_the_offset_property():
+    """Does the reference's score of q at m and k at n depend only on m - n (and the
+    mistakes that break it really break it)?"""
+    case = next(c for c in s10_4.ROTARY_CASES if "offset" in c.params)
+    scores = s10_4.apply_rotary.reference(case, torch.device("cpu"))["scores"]
+    assert torch.allclose(scores[1:, 1:], scores[:-1, :-1], atol=1e-12)
+    assert not torch.allclose(scores[1:, :], scores[:-1, :], atol=1e-3)  # not constant either
+
+
+@pytest.mark.parametrize("name", sorted(s10_4.ROTARY_MISTAKES))
+def test_every_rotary_mistake_shows_in_some_case(name):
+    """Is every named rotary mistake different from the right answer in at least one case?"""
+    mistake, device = s10_4.ROTARY_MISTAKES[name], torch.device("cpu")
+    differs = False
+    for case in s10_4.ROTARY_CASES:
+        want, got = s10_4.apply_rotary.reference(case, device), mistake.run(case, device)
+        key = next(iter(want))
+        differs |= not torch.allclose(got[key].double(), want[key].double(), atol=1e-6)
+    assert differs, name
+
+
+def test_unplaced_tensor_check_spares_right_answers():
+    """Does the unplaced-tensor check accept arange(device=x.device), a CPU scalar tensor and
+    .to(x.device), and reject a bare arange?"""
+    from grader.checks.exercise import check_unplaced_tensors
+
+    x = torch.randn(2, 3, 4)
+    check_unplaced_tensors("f", lambda: x * torch.arange(4, device=x.device))
+    check_unplaced_tensors("f", lambda: x * torch.tensor(2.0))
+    check_unplaced_tensors("f", lambda: x * torch.arange(4).to(x.device))
+    with pytest.raises(AssertionError, match="without a device"):
+        check_unplaced_tensors("f", lambda: x * torch.arange(4))
+
+
+@pytest.mark.parametrize("impl", [rotary_complex, rotary_matrices, rotary_float32_cached, rotary_loop])
+def test_rotary_visible_test_accepts_right_answers(impl):
+    """Does the notebook's visible test accept every right answer the hidden check accepts?"""
+    run_visible(ASSIGNMENT, "check_apply_rotary", apply_rotary=impl)
+
+
+@pytest.mark.parametrize("bug, match", [
+    ("halves (rotate_half)", "pairs column 0 with a column of the second half"),
+    ("clockwise", "turns clockwise"),
+    ("positions from 1", "start at 1"),
+    ("cos and sin swapped", "exchanged"),
+    ("exponent i/d", r"with a 1 in column 6"),
+    ("positions ignored", r"positions=tensor\(\[3, 1\]\)"),
+    ("no error for odd d", "should raise ValueError"),
+    ("float64 out for float32 in", "dtype of x"),
+    ("angle grows with p squared", "with a 1 in column 0"),
+])
+def test_rotary_visible_test_names_the_mistake(bug, match):
+    """Does the visible test reject each planted bug with a message that points at it?"""
+    with pytest.raises(AssertionError, match=match):
+        run_visible(ASSIGNMENT, "check_apply_rotary", apply_rotary=ROTARY_BUGS[bug][0])

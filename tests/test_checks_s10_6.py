@@ -13,9 +13,11 @@ from torch import nn
 from grader.checks import s10_6
 from grader.checks.core import close, grading_device, tolerance
 from tests.check_helpers import assert_fails, assert_passes
+from tests.visible_cells import run_visible
 
 ASSIGNMENT = "10.6-encoder-decoder"
-NAMES = ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode")
+NAMES = ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode",
+         "greedy_decode_cached", "beam_search")
 #: Given to the learner (read-only) or written in earlier exercises of the notebook.
 GIVEN = ("MultiHeadAttention", "FeedForward", "TransformerBlock", "PositionalEncoding",
          "causal_mask", "padding_mask", "DecoderBlock")
@@ -54,7 +56,7 @@ def one_thread():
 
 
 def test_solution_passes(solution):
-    """Does the reference solution pass all five checks?"""
+    """Does the reference solution pass all seven checks?"""
     check_solution(solution)
 
 
@@ -689,3 +691,415 @@ def test_greedy_wrong_prefix_is_explained():
         return ys
 
     assert_fails(s10_6.check_greedy_decode, feeds_bos_twice, r"does not follow from the tokens")
+
+
+# ---------------------------------------------------------------- greedy_decode_cached
+
+
+@pytest.mark.parametrize("case", s10_6.TRANSFORMER_CASES, ids=str)
+def test_notebook_transformer_matches_the_functional_model(case):
+    """Does the check's own model (the notebook's layout) compute what the functional model does?"""
+    device = torch.device("cpu")
+    src, tgt, p = s10_6.transformer_inputs(case, device)
+    model = s10_6.NotebookTransformer(case).to(device, case.dtype).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(p[name])
+        model.pos_encoding.pe.copy_(s10_6.sinusoidal_table(s10_6.DECODE_MAX_LEN, 12, case.dtype, device))
+        memory, logits = s10_6.functional_transformer(src, tgt, p, case)
+        assert close(model(src, tgt), logits, *tolerance(case.dtype, device))
+
+
+@pytest.mark.parametrize("case", s10_6.CACHED_CASES, ids=str)
+def test_cached_cases_are_decisive(case):
+    """Is every greedy choice of a case clear (no near-ties that rounding could flip), does the
+    check's cached decoder agree with plain greedy decoding, and do the sentences of a batch end
+    at different steps?"""
+    p, device = case.params, torch.device("cpu")
+    model, src = s10_6.decoding_model(case, device), s10_6.decoding_source(case, device)
+    ys, margin = s10_6.reference_greedy(model, src, p["bos"], p["eos"], p["max_len"])
+    assert margin > (1e-2 if case.dtype == torch.float32 else 1e-3)
+    assert torch.equal(s10_6.cached_greedy(model, src, p["bos"], p["eos"], p["max_len"]), ys)
+    ends = {next((i for i, w in enumerate(row) if i and w == p["eos"]), None) for row in ys.tolist()}
+    assert len(ys) == 1 or "max_len" in case.name or len(ends) >= min(len(ys), 3)
+
+
+def test_cached_cases_cover_padding_pre_norm_and_float32():
+    """Do the cases include padded batches, pre-norm, float32 and confident models?"""
+    cases = s10_6.CACHED_CASES
+    assert any(any(c.params["short"]) for c in cases)
+    assert any(c.params.get("norm_first") for c in cases)
+    assert any(c.dtype == torch.float32 for c in cases)
+    assert any(c.params.get("confident") for c in cases) and any(not c.params.get("confident") for c in cases)
+
+
+def _split(x, h):
+    B, n, d = x.shape
+    return x.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d // h)
+
+
+@torch.no_grad()
+def cached_lists_einsum(model, src, bos_id, eos_id, max_len):
+    """A right answer: caches as Python lists concatenated each step, einsum attention,
+    F.softmax, positions from pe[t:t + 1], a for loop."""
+    mask = (src != model.pad_id)[:, None, None, :]
+    memory = model.encode(src, mask)
+    blocks = list(model.decoder_layers)
+    cross = [(_split(b.cross_attn.w_k(memory), b.cross_attn.num_heads),
+              _split(b.cross_attn.w_v(memory), b.cross_attn.num_heads)) for b in blocks]
+    keys, values = [[] for _ in blocks], [[] for _ in blocks]
+    ys = src.new_full((src.shape[0], 1), bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+
+    def attend(attn, y, k, v, m=None):
+        q = _split(attn.w_q(y), attn.num_heads)
+        s = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.shape[-1])
+        if m is not None:
+            s = s.masked_fill(~m, float("-inf"))
+        out = torch.einsum("bhqk,bhkd->bqhd", F.softmax(s, dim=-1), v).flatten(2)
+        return attn.w_o(out)
+
+    for t in range(max_len - 1):
+        x = model.tgt_embed(ys[:, t:t + 1]) + model.pos_encoding.pe[t:t + 1]
+        for i, b in enumerate(blocks):
+            def self_attn(y, i=i, b=b):
+                keys[i].append(_split(b.self_attn.w_k(y), b.self_attn.num_heads))
+                values[i].append(_split(b.self_attn.w_v(y), b.self_attn.num_heads))
+                return attend(b.self_attn, y, torch.cat(keys[i], 2), torch.cat(values[i], 2))
+
+            def cross_attn(y, i=i, b=b):
+                return attend(b.cross_attn, y, *cross[i], mask)
+
+            for sub, norm in ((self_attn, b.norm1), (cross_attn, b.norm2), (b.ffn, b.norm3)):
+                x = x + sub(norm(x)) if b.norm_first else norm(x + sub(x))
+        word = model.out(model.decoder_norm(x)).argmax(-1)  # (B, 1)
+        word[done] = eos_id
+        ys = torch.cat([ys, word], 1)
+        done |= word[:, 0] == eos_id
+        if done.all():
+            break
+    return ys
+
+
+@torch.no_grad()
+def cached_drops_finished(model, src, bos_id, eos_id, max_len):
+    """A right answer: F.scaled_dot_product_attention, and finished sentences leave the batch
+    (their rows are filled with eos_id)."""
+    mask = (src != model.pad_id)[:, None, None, :]
+    memory = model.encode(src, mask)
+    B = src.shape[0]
+    out = torch.full((B, max_len), eos_id, dtype=torch.long, device=src.device)
+    out[:, 0] = bos_id
+    rows = torch.arange(B, device=src.device)  # the sentences still being decoded
+    cache = []
+    for b in model.decoder_layers:
+        h = b.cross_attn.num_heads
+        cache.append({"ck": _split(b.cross_attn.w_k(memory), h), "cv": _split(b.cross_attn.w_v(memory), h),
+                      "k": None, "v": None})
+    length = 1
+    for t in range(max_len - 1):
+        x = model.tgt_embed(out[rows, t:t + 1]) + model.pos_encoding.pe[t]
+        for b, c in zip(model.decoder_layers, cache):
+            h = b.self_attn.num_heads
+
+            def sa(y, b=b, c=c, h=h):
+                k, v = _split(b.self_attn.w_k(y), h), _split(b.self_attn.w_v(y), h)
+                c["k"] = k if c["k"] is None else torch.cat([c["k"], k], 2)
+                c["v"] = v if c["v"] is None else torch.cat([c["v"], v], 2)
+                q = _split(b.self_attn.w_q(y), h)
+                o = F.scaled_dot_product_attention(q, c["k"], c["v"])
+                return b.self_attn.w_o(o.transpose(1, 2).flatten(2))
+
+            def ca(y, b=b, c=c, h=h, rows=rows):
+                q = _split(b.cross_attn.w_q(y), h)
+                o = F.scaled_dot_product_attention(q, c["ck"], c["cv"], attn_mask=mask[rows])
+                return b.cross_attn.w_o(o.transpose(1, 2).flatten(2))
+
+            for sub, norm in ((sa, b.norm1), (ca, b.norm2), (b.ffn, b.norm3)):
+                x = x + sub(norm(x)) if b.norm_first else norm(x + sub(x))
+        word = model.out(model.decoder_norm(x))[:, -1].argmax(-1)
+        out[rows, t + 1] = word
+        length = t + 2
+        keep = word != eos_id
+        rows = rows[keep]
+        for c in cache:
+            c["k"], c["v"], c["ck"], c["cv"] = c["k"][keep], c["v"][keep], c["ck"][keep], c["cv"][keep]
+        if len(rows) == 0:
+            break
+    return out[:, :length]
+
+
+@pytest.mark.parametrize("impl", ["greedy_decode_cached", cached_lists_einsum, cached_drops_finished],
+                         ids=name_of)
+def test_cached_variants_pass(impl, solution):
+    """Are the solution, list caches with einsum, and a decoder that drops finished sentences
+    (with F.scaled_dot_product_attention) accepted?"""
+    assert_passes(s10_6.check_greedy_decode_cached, implementation(impl, solution))
+
+
+def make_cached(solution, **switch):
+    """The check's own cached decoder with one mistake switched on, as a learner's function."""
+    def cached(model, src, bos_id, eos_id, max_len):
+        return s10_6.cached_greedy(model, src, bos_id, eos_id, max_len, **switch)
+    return cached
+
+
+def uncached(model, src, bos_id, eos_id, max_len):
+    """greedy_decode itself: right ids, no cache."""
+    return s10_6.reference_greedy(model, src, bos_id, eos_id, max_len)[0]
+
+
+@torch.no_grad()
+def cross_every_step(model, src, bos_id, eos_id, max_len):
+    """Right ids and a self-attention cache, but block.cross_attn(y, memory, memory, mask) at every step."""
+    mask = (src != model.pad_id)[:, None, None, :]
+    memory = model.encode(src, mask)
+    caches = [{"k": [], "v": []} for _ in model.decoder_layers]
+    ys = src.new_full((src.shape[0], 1), bos_id)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    while ys.shape[1] < max_len and not done.all():
+        t = ys.shape[1] - 1
+        x = model.tgt_embed(ys[:, -1:]) + model.pos_encoding.pe[t]
+        for b, c in zip(model.decoder_layers, caches):
+            def sa(y, b=b, c=c):
+                h = b.self_attn.num_heads
+                c["k"].append(_split(b.self_attn.w_k(y), h))
+                c["v"].append(_split(b.self_attn.w_v(y), h))
+                return s10_6._attend(b.self_attn, y, torch.cat(c["k"], 2), torch.cat(c["v"], 2), None)
+
+            def ca(y, b=b):
+                return b.cross_attn(y, memory, memory, mask)[0]
+
+            for sub, norm in ((sa, b.norm1), (ca, b.norm2), (b.ffn, b.norm3)):
+                x = x + sub(norm(x)) if b.norm_first else norm(x + sub(x))
+        word = model.out(model.decoder_norm(x))[:, -1].argmax(-1).masked_fill(done, eos_id)
+        ys = torch.cat([ys, word[:, None]], 1)
+        done |= word == eos_id
+    return ys
+
+
+def encoder_every_step(model, src, bos_id, eos_id, max_len):
+    """Right ids, but the encoder runs again before every step."""
+    for _ in range(2, max_len):
+        model.encode(src, (src != model.pad_id)[:, None, None, :])
+    return s10_6.cached_greedy(model, src, bos_id, eos_id, max_len)
+
+
+def through_weights(model, src, bos_id, eos_id, max_len):
+    """Right ids from the layers' weights (F.linear), never calling the decoder's modules."""
+    with torch.no_grad():
+        mask = (src != model.pad_id)[:, None, None, :]
+        p = dict(model.named_parameters())
+        memory = model.encode(src, mask)
+        ys = src.new_full((src.shape[0], 1), bos_id)
+        done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+        while ys.shape[1] < max_len and not done.all():
+            n = ys.shape[1]
+            y = model.tgt_embed(ys) + model.pos_encoding.pe[:n]
+            causal = torch.ones(n, n, dtype=torch.bool, device=src.device).tril()
+            for i, b in enumerate(model.decoder_layers):
+                activation = "gelu" if isinstance(b.ffn.activation, nn.GELU) else "relu"
+                y = s10_6.functional_decoder_block(y, memory, p, f"decoder_layers.{i}.",
+                                                   b.self_attn.num_heads, causal, mask, activation,
+                                                   b.norm_first)
+            word = model.out(model.decoder_norm(y))[:, -1].argmax(-1).masked_fill(done, eos_id)
+            ys = torch.cat([ys, word[:, None]], 1)
+            done |= word == eos_id
+        return ys
+
+
+def as_method(model, src, bos_id, eos_id, max_len):
+    """Calls a helper the learner added to their own DecoderBlock class."""
+    return model.decoder_layers[0].step_cached(src)
+
+
+def cached_fixed_device(model, src, bos_id, eos_id, max_len):
+    ys = s10_6.cached_greedy(model, src, bos_id, eos_id, max_len)
+    return ys + torch.zeros(ys.shape, dtype=torch.long)  # created on the CPU, whatever src's device
+
+
+def cached_float_ids(model, src, bos_id, eos_id, max_len):
+    return s10_6.cached_greedy(model, src, bos_id, eos_id, max_len).float()
+
+
+CACHED_BUGS = {
+    "no cache at all": (lambda s: uncached, r"processed \d+ positions.*newest position"),
+    "cross-attention keys every step": (lambda s: cross_every_step, r"cross-attention keys and values"),
+    "encoder every step": (lambda s: encoder_every_step, r"ran the encoder \d+ times"),
+    "through the weights": (lambda s: through_weights, r"never called the decoder blocks' layers"),
+    "position 0 for every token": (lambda s: make_cached(s, position="zero"), r"embedded at position 0"),
+    "position one too far": (lambda s: make_cached(s, position="next"), r"one position too far"),
+    "no self-attention cache": (lambda s: make_cached(s, self_cache=False), r"sees only the newest"),
+    "one cache for all blocks": (lambda s: make_cached(s, shared_cache=True), r"one cache shared"),
+    "no source mask": (lambda s: make_cached(s, memory_mask=False), r"without the source padding"),
+    "no decoder_norm": (lambda s: make_cached(s, decoder_norm=False), r"decoder_norm skipped"),
+    "always post-norm": (lambda s: make_cached(s, norm_first=False), r"post-norm sublayers"),
+    "helper as a method": (lambda s: as_method, r"keep your helpers"),
+    "tensor on a fixed device": (lambda s: cached_fixed_device, r"without a device"),
+    "float ids": (lambda s: cached_float_ids, r"dtype=torch\.long"),
+}
+
+
+@pytest.mark.parametrize("bug", CACHED_BUGS)
+def test_cached_bugs_fail(bug, solution):
+    """Is each wrong or uncached decoder rejected, with the diagnosis named?"""
+    make, match = CACHED_BUGS[bug]
+    assert_fails(s10_6.check_greedy_decode_cached, make(solution), match)
+
+
+def test_cached_visible_test_accepts_right_answers(solution):
+    for impl in ("greedy_decode_cached", cached_lists_einsum, cached_drops_finished):
+        run_visible(ASSIGNMENT, "check_greedy_decode_cached",
+                    greedy_decode_cached=implementation(impl, solution))
+
+
+@pytest.mark.parametrize("bug, match", [
+    ("no cache at all", r"pushed \d+ positions"),
+    ("cross-attention keys every step", "cross-attention keys were computed"),
+    ("encoder every step", "ran the encoder"),
+    ("position 0 for every token", "(?i)the first tokens agree, later ones do not"),
+    ("no self-attention cache", "(?i)the first tokens agree, later ones do not"),
+])
+def test_cached_visible_test_names_the_mistake(bug, match, solution):
+    """Does the visible test reject planted bugs (on the learner's own Transformer) with a pointer?"""
+    with pytest.raises(AssertionError, match=match):
+        run_visible(ASSIGNMENT, "check_greedy_decode_cached",
+                    greedy_decode_cached=CACHED_BUGS[bug][0](solution))
+
+
+# ---------------------------------------------------------------- beam_search
+
+
+def test_exhaustive_case_is_exhaustive():
+    """Is the wide beam as wide as every hypothesis, so that it must find the exhaustive optimum,
+    and is greedy wrong there (the case would prove nothing otherwise)?"""
+    case = next(c for c in s10_6.BEAM_CASES if c.params.get("exhaustive"))
+    p = case.params
+    model, src = s10_6.beam_model(case, torch.device("cpu"))
+    assert p["beam_size"] >= p["vocab"] ** (p["max_len"] - 2)
+    best = s10_6.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
+    assert s10_6.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"]) == best
+    assert s10_6.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], 1)[0] != best[0]
+
+
+def test_scripted_cases_show_what_their_names_say():
+    """Is greedy wrong in the first case, and does the refill case need the refill?"""
+    device = torch.device("cpu")
+    greedy_case, refill_case = s10_6.BEAM_CASES[0], s10_6.BEAM_CASES[2]
+    for case, switch in ((greedy_case, {"width": 1}), (refill_case, {"no_refill": True})):
+        p = case.params
+        model, src = s10_6.beam_model(case, device)
+        right = s10_6.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"])
+        assert right == s10_6.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
+        wrong = s10_6.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"], **switch)
+        assert wrong != right
+
+
+def beam_lists(model, src, bos_id, eos_id, max_len, beam_size=4):
+    """A right answer: Python lists of (ids, score), one model(src, ys) call per hypothesis, sorted()."""
+    with torch.no_grad():
+        alive, finished = [([bos_id], 0.0)], []
+        while alive and len(alive[0][0]) < max_len:
+            candidates = []
+            for ids, score in alive:
+                logits = model(src, torch.tensor([ids], device=src.device))[0, -1]
+                logp = torch.log_softmax(logits.double(), -1)
+                candidates += [(ids + [w], score + logp[w].item()) for w in range(len(logp))]
+            candidates.sort(key=lambda c: -c[1])
+            kept = candidates[:beam_size]
+            finished += [c for c in kept if c[0][-1] == eos_id]
+            alive = [c for c in kept if c[0][-1] != eos_id]
+        best = max(finished + alive, key=lambda c: c[1])
+        return torch.tensor([best[0]], device=src.device), best[1]
+
+
+def beam_no_early_stop(model, src, bos_id, eos_id, max_len, beam_size=4):
+    """A right answer: the solution's search without the early stop, score as a 0-d tensor."""
+    with torch.no_grad():
+        mask = (src != model.pad_id)[:, None, None, :]
+        memory = model.encode(src, mask)
+        alive = src.new_full((1, 1), bos_id)
+        scores = torch.zeros(1, dtype=torch.float64, device=src.device)
+        done_ids, done_scores = [], []
+        while len(alive) and alive.shape[1] < max_len:
+            k = len(alive)
+            logits = model.decode(alive, memory.expand(k, -1, -1), mask.expand(k, -1, -1, -1))[:, -1]
+            total = (scores[:, None] + logits.double().log_softmax(-1)).flatten()
+            best, index = total.topk(min(beam_size, len(total)))
+            V = logits.shape[-1]
+            ext = torch.cat([alive[index // V], (index % V)[:, None]], 1)
+            end = ext[:, -1] == eos_id
+            done_ids += list(ext[end])
+            done_scores += list(best[end])
+            alive, scores = ext[~end], best[~end]
+        pool = list(zip(done_scores, done_ids)) + list(zip(scores, alive))
+        score, ids = max(pool, key=lambda c: float(c[0]))
+        return ids[None], score
+
+
+@pytest.mark.parametrize("impl", ["beam_search", beam_lists, beam_no_early_stop], ids=name_of)
+def test_beam_variants_pass(impl, solution):
+    """Are the solution, a list-based search calling model(src, ys) per hypothesis, and a search
+    without the early stop returning a tensor score accepted?"""
+    assert_passes(s10_6.check_beam_search, implementation(impl, solution))
+
+
+def make_beam(**switch):
+    """The check's reference search with one mistake switched on, as a learner's function."""
+    def search(model, src, bos_id, eos_id, max_len, beam_size=4):
+        ids, score = s10_6.reference_beam(model, src, bos_id, eos_id, max_len, beam_size, **switch)
+        return torch.tensor([ids], device=src.device), score
+    return search
+
+
+def beam_probability(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return ids, math.exp(score)
+
+
+def beam_flat_ids(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return ids[0], score
+
+
+def beam_past_eos(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return torch.cat([ids, ids.new_full((1, 1), eos_id)], 1)[:, :max_len], score
+
+
+BEAM_BUGS = {
+    "beam_size ignored": (make_beam(width=1), r"beam_size ignored"),
+    "raw logits": (make_beam(raw_logits=True), r"raw logits"),
+    "finished hypotheses take slots": (make_beam(finished_compete=True), r"taking slots"),
+    "the beam shrinks": (make_beam(no_refill=True), r"shrinks by one"),
+    "finished hypotheses dropped": (make_beam(drop_finished=True), r"thrown away"),
+    "length penalty": (make_beam(length_norm=True), r"mean log-probability"),
+    "max_len without bos": (make_beam(new_tokens=True), r"max_len counts every token"),
+    "score as a probability": (beam_probability, r"looks like a probability"),
+    "1-D ids": (beam_flat_ids, r"shape \(1, n\)"),
+    "goes on after eos": (beam_past_eos, r"goes on after eos_id"),
+}
+
+
+@pytest.mark.parametrize("bug", BEAM_BUGS)
+def test_beam_bugs_fail(bug):
+    """Is each wrong beam search rejected, with the diagnosis named?"""
+    impl, match = BEAM_BUGS[bug]
+    assert_fails(s10_6.check_beam_search, impl, match)
+
+
+def test_beam_visible_test_accepts_right_answers(solution):
+    for impl in ("beam_search", beam_lists, beam_no_early_stop):
+        run_visible(ASSIGNMENT, "check_beam_search", beam_search=implementation(impl, solution))
+
+
+@pytest.mark.parametrize("bug, match", [
+    ("beam_size ignored", "greedy's sentence"),
+    ("score as a probability", "is a probability"),
+    ("raw logits", "sum of the log-probabilities"),
+    ("max_len without bos", r"max_len counts every token"),
+    ("finished hypotheses dropped", r"beam_search's ids"),
+])
+def test_beam_visible_test_names_the_mistake(bug, match):
+    with pytest.raises(AssertionError, match=match):
+        run_visible(ASSIGNMENT, "check_beam_search", beam_search=BEAM_BUGS[bug][0])

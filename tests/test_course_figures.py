@@ -162,3 +162,16 @@ def test_timing_uses_torch_benchmark(monkeypatch):
     monkeypatch.setattr(torch.utils.benchmark.Timer, "blocked_autorange", spy)
     assert seconds_per_call(torch.matmul, torch.ones(4, 4), torch.ones(4, 4), min_run_time=0.01) > 0
     assert calls == [0.01]
+
+
+def test_accuracy_by_position_draws_every_model_and_the_guides():
+    """Does the 10.4 length figure draw one smoothed curve per model, the training length
+    and the guessing line, at the right positions?"""
+    from course.figures_block import accuracy_by_position
+
+    ax = accuracy_by_position({"a": [1.0] * 10, "b": [0.0, 1.0] * 5}, start=3, train_len=6,
+                              chance=0.1, smooth=2)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["a", "b", "longest training sequence (6)", "guessing"]
+    assert list(ax.lines[0].get_xdata()) == list(range(4, 13))  # positions 3 .. 12, first mean at 4
+    assert list(ax.lines[1].get_ydata()) == [0.5] * 9

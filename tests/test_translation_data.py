@@ -29,7 +29,7 @@ SCRIPT = ROOT / "data" / "make_corpus.py"
 
 @pytest.fixture(scope="module")
 def splits() -> dict[str, list[tuple[str, str]]]:
-    return {s: load_pairs(TSV, split=s) for s in ("train", "valid", "test")}
+    return {s: load_pairs(TSV, split=s) for s in ("train", "valid", "test", "long")}
 
 
 @pytest.fixture(scope="module")
@@ -52,15 +52,24 @@ def test_file_is_small_with_expected_header() -> None:
 
 
 def test_split_sizes(splits) -> None:
-    assert {s: len(p) for s, p in splits.items()} == {"train": 5000, "valid": 400, "test": 400}
-    assert len(load_pairs(TSV)) == 5800
+    assert {s: len(p) for s, p in splits.items()} == {"train": 5000, "valid": 400, "test": 400, "long": 400}
+    assert len(load_pairs(TSV)) == 6200
 
 
 def test_held_out_sentences_not_in_train(splits) -> None:
-    train = {fr for fr, _ in splits["train"]}
-    valid = {fr for fr, _ in splits["valid"]}
-    test = {fr for fr, _ in splits["test"]}
-    assert not train & valid and not train & test and not valid & test
+    sets = {split: {fr for fr, _ in pairs} for split, pairs in splits.items()}
+    for a in sets:
+        for b in sets:
+            assert a == b or not sets[a] & sets[b], (a, b)
+
+
+def test_long_split_is_longer_than_every_other_sentence(splits) -> None:
+    """Is every sentence of "long" longer (in French words) than any train, valid or test one,
+    and are there both 8- and 9-word sentences?"""
+    shortest_long = min(len(fr.split()) for fr, _ in splits["long"])
+    longest_other = max(len(fr.split()) for split in ("train", "valid", "test") for fr, _ in splits[split])
+    assert shortest_long > longest_other == 7
+    assert {len(fr.split()) for fr, _ in splits["long"]} == {8, 9}
 
 
 def test_each_french_sentence_has_one_translation() -> None:
@@ -85,7 +94,7 @@ def test_adjectives_are_reordered(splits) -> None:
 
 def test_held_out_words_all_occur_in_train(splits, vocabs) -> None:
     src_vocab, tgt_vocab = vocabs
-    for fr, en in splits["valid"] + splits["test"]:
+    for fr, en in splits["valid"] + splits["test"] + splits["long"]:
         assert UNK not in src_vocab.encode(fr) and UNK not in tgt_vocab.encode(en), (fr, en)
 
 

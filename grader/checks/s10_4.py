@@ -3,6 +3,8 @@
 PyTorch has no built-in sinusoidal encoding, so the reference is the formula of
 "Attention Is All You Need" evaluated here in float64, written independently of the
 notebook: frequencies by ``pow``, sine and cosine interleaved by ``stack`` + ``flatten``.
+The rotary embedding's reference multiplies complex numbers: pair ``(a, b)`` is ``a + ib``,
+turned by ``e^(i p omega_i)`` (``torch.polar``), where the notebook uses sines and cosines.
 
 Float32 answers carry rounding in the angle ``pos * omega``: about ``pos * 2**-24`` for an
 accurate computation, a few times that for ``exp``/``pow`` in float32. The tolerance grows
@@ -36,6 +38,7 @@ from grader.checks.exercise import (
     Exercise,
     build_module,
     check_device_independence,
+    check_unplaced_tensors,
     expect_value_error,
     forward_backward,
 )
@@ -430,10 +433,223 @@ class RelativeShiftMatrix(Exercise):
         expect_value_error(self.name, lambda: impl(1, 7), "for an odd d_model=7")
 
 
+# ---------------------------------------------------------------- rotary position embedding
+
+
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: bool = False,
+           direction: float = 1.0, exponent: str = "2i/d", inverted: bool = False,
+           swap: bool = False, added: bool = False) -> torch.Tensor:
+    """Rotary embedding of float64 ``x`` (..., n, d) at float64 ``positions`` (n,), float64.
+
+    The reference (every switch off) turns pair i, ``a + ib = (x[..., 2i], x[..., 2i+1])``, by
+    the angle ``p * base^(-2i/d)``: a product of complex numbers. The switches are known
+    mistakes: ``halves`` pairs column i with column i + d/2; ``direction=-1`` turns clockwise;
+    ``exponent``/``inverted`` as in :func:`frequencies`; ``swap`` exchanges the cosine and the
+    sine; ``added`` adds the sinusoidal table instead of rotating.
+    """
+    d = x.shape[-1]
+    pair = torch.arange(d // 2, dtype=F64, device=x.device)
+    power = {"2i/d": 2 * pair / d, "i/d": pair / d, "4i/d": 4 * pair / d}[exponent]
+    omega = torch.pow(torch.full_like(power, base), power if inverted else -power)
+    angle = positions.to(F64)[:, None] * omega  # (n, d / 2)
+    if added:
+        return x + torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    if halves:
+        first, second = x[..., : d // 2], x[..., d // 2:]
+    else:
+        first, second = x[..., 0::2], x[..., 1::2]
+    if swap:  # cos and sin exchanged: (a sin - b cos, a cos + b sin)
+        cos, sin = angle.sin(), angle.cos()
+        a, b = first * cos - second * sin, first * sin + second * cos
+    else:
+        turned = torch.complex(first, second) * torch.polar(torch.ones_like(angle), direction * angle)
+        a, b = turned.real, turned.imag
+    if halves:
+        return torch.cat([a, b], dim=-1)
+    return torch.stack([a, b], dim=-1).flatten(-2)  # a0' b0' a1' b1' ...
+
+
+ROTARY_CASES = [  # shape of x, positions (None: 0 .. n-1), base; "offset": the score property
+    Case("offset: one query and one key at positions 0 .. 11", 768, {"offset": True, "shape": (12, 8)}),
+    Case("2-D x (n=5, d=8)", 760, {"shape": (5, 8)}),
+    Case("3-D x (B=2, n=6, d=4)", 761, {"shape": (2, 6, 4)}),
+    Case("4-D x (B=2, h=3, n=5, d=6)", 762, {"shape": (2, 3, 5, 6)}),
+    Case("d=2 (one pair)", 763, {"shape": (3, 7, 2)}),
+    Case("explicit positions [7, 0, 3, 3, 12]", 764, {"shape": (2, 5, 8), "positions": [7, 0, 3, 3, 12]}),
+    Case("base=500", 765, {"shape": (2, 4, 8), "base": 500.0}),
+    Case("positions up to 4000, float32", 766,
+         {"shape": (2, 6, 16), "positions": [0, 1, 999, 1000, 3998, 3999]}, torch.float32),
+    Case("float32, 4-D x (B=3, h=2, n=9, d=12)", 767, {"shape": (3, 2, 9, 12)}, torch.float32),
+]
+
+ROTARY_FORMULA = "pair (x[..., 2i], x[..., 2i+1]) turned counter-clockwise by p * base^(-2i/d)"
+
+
+def _rotary_positions(case: Case, device: torch.device) -> torch.Tensor | None:
+    given = case.params.get("positions")
+    return None if given is None else torch.tensor(given, dtype=torch.long, device=device)
+
+
+def _rotary_outputs(rotate, case: Case, device: torch.device) -> Outputs:
+    """What ``rotate(x, positions)`` gives on ``case``: the output and its gradient, or the
+    scores of the offset case."""
+    g = generator(case.seed)
+    shape = case.params["shape"]
+    x = randn(shape, g, case.dtype, device)
+    if "offset" in case.params:  # one query and one key, each placed at every position
+        q, k = x[:1].repeat(len(x), 1), x[1:2].repeat(len(x), 1)  # (P, d)
+        turned_q, turned_k = rotate(q, None).detach(), rotate(k, None).detach()
+        return {"rotated q": turned_q, "scores": turned_q @ turned_k.T}  # scores[m, n]: q at m, k at n
+    x.requires_grad_()
+    positions = _rotary_positions(case, device)
+    return forward_backward(lambda: (rotate(x, positions),), ("output",), {"x": x}, case.seed)
+
+
+def _rotary_reference_fn(case: Case, **switch):
+    base = case.params.get("base", 10000.0)
+
+    def rotate(x, positions):
+        if positions is None:
+            positions = torch.arange(x.shape[-2], device=x.device)
+        return rotary(x.to(F64), positions, base, **switch).to(x.dtype)
+
+    return rotate
+
+
+def _rotary_mistake(description: str, hint: str, *, start: int = 0, ignore_positions: bool = False,
+                    base=None, **switch) -> Mistake:
+    def run(case: Case, device: torch.device) -> Outputs:
+        used = case.params.get("base", 10000.0) if base is None else base
+
+        def rotate(x, positions):
+            if positions is None or ignore_positions:
+                positions = torch.arange(x.shape[-2], device=x.device)
+            return rotary(x.to(F64), positions + start, used, **switch).to(x.dtype)
+
+        return _rotary_outputs(rotate, case, device)
+
+    return Mistake(description, hint, run)
+
+
+ROTARY_MISTAKES = {
+    "halves": _rotary_mistake(
+        "pairs made of column i and column i + d/2 (the 'rotate_half' layout of some libraries)",
+        "This notebook pairs neighbouring columns, like the sinusoidal table: (x[..., 2i], "
+        "x[..., 2i+1]), that is x[..., 0::2] with x[..., 1::2].", halves=True),
+    "clockwise": _rotary_mistake(
+        "each pair turned clockwise (the signs of the sine terms swapped)",
+        "Counter-clockwise: (a, b) -> (a cos - b sin, a sin + b cos).", direction=-1.0),
+    "exponent_i": _rotary_mistake(
+        "the exponent i/d instead of 2i/d (pair index without the 2)",
+        "Pair i turns by p * base^(-2i/d); torch.arange(0, d, 2) gives 2i directly.", exponent="i/d"),
+    "exponent_4i": _rotary_mistake(
+        "the exponent 4i/d: the column index 2i doubled again",
+        "torch.arange(0, d, 2) already is 2i: do not multiply it by 2.", exponent="4i/d"),
+    "inverted": _rotary_mistake(
+        "the frequency inverted: the angle p * base^(+2i/d)",
+        "Pair i turns by p / base^(2i/d): the first pair fastest, the last slowest.", inverted=True),
+    "from_one": _rotary_mistake(
+        "positions counted from 1 instead of 0",
+        "Without positions, token j is at position j = 0, 1, ..., n-1: the first token is not "
+        "rotated at all.", start=1),
+    "positions_ignored": _rotary_mistake(
+        "the positions argument ignored (always 0 .. n-1)",
+        "When positions is given, token j is at position positions[j].", ignore_positions=True),
+    "base_ignored": _rotary_mistake(
+        "the base argument ignored (always 10000)", "Use base in the frequencies: base^(-2i/d).",
+        base=10000.0),
+    "swapped": _rotary_mistake(
+        "cosine and sine exchanged: (a sin - b cos, a cos + b sin)",
+        "The cosine multiplies the coordinate itself: (a cos - b sin, a sin + b cos).", swap=True),
+    "added": _rotary_mistake(
+        "the sinusoidal encoding added to x instead of rotating x",
+        "Rotary embedding multiplies: each pair (a, b) becomes (a cos - b sin, a sin + b cos), "
+        "so its length stays the same.", added=True),
+}
+
+
+def _pair_lengths(t: torch.Tensor) -> torch.Tensor:
+    return t[..., 0::2] ** 2 + t[..., 1::2] ** 2
+
+
+class ApplyRotary(Exercise):
+    name = "apply_rotary"
+    reference_name = "the rotation evaluated in float64"
+    mistakes = ROTARY_MISTAKES
+
+    def cases(self):
+        return ROTARY_CASES
+
+    def run(self, impl, case, device):
+        base = case.params.get("base")
+
+        def rotate(x, positions):
+            args = (x,) if positions is None and base is None else (x, positions)
+            kwargs = {} if base is None else {"base": base}
+            out = expect_tensor(call_learner(self.name, self.forbidden, case, impl, *args, **kwargs),
+                                f"{self.name}'s result", case)
+            if tuple(out.shape) != tuple(x.shape):
+                raise CheckFailure(f"{self.name} should return the shape of x, {tuple(x.shape)}, in "
+                                   f"{case}, but returned {tuple(out.shape)}.")
+            if out.dtype != x.dtype:
+                raise CheckFailure(f"{self.name} should return the dtype of x ({x.dtype}) in {case}, "
+                                   f"but returned {out.dtype}: convert the cosines and sines with "
+                                   ".to(x.dtype) (or build them in x.dtype).")
+            return out
+
+        return _rotary_outputs(rotate, case, device)
+
+    def reference(self, case, device):
+        return _rotary_outputs(_rotary_reference_fn(case), case, device)
+
+    def evaluate(self, case, got, device):
+        expected = self.reference(case, device)
+        positions = case.params.get("positions") or [case.params["shape"][-2] - 1]
+        scale = 1.0 + max(float(v.abs().max()) for v in expected.values())
+        atol = angle_tolerance(max(positions)) * scale * (4 if "offset" in case.params else 1)
+        compare_within(self.name, case, got, expected, atol, self.mistakes,
+                       lambda: {n: m.run(case, device) for n, m in self.mistakes.items()},
+                       {"output": ROTARY_FORMULA, "rotated q": ROTARY_FORMULA,
+                        "grad x": "the gradient of the rotation",
+                        "scores": "the scores of the rotated query and key"},
+                       lambda key, have: self._hint(case, {**got, key: have}, device))
+
+    @staticmethod
+    def _hint(case: Case, got: Outputs, device) -> str | None:
+        """A property the learner's outputs break, when no known mistake matches."""
+        got = {k: v.detach().to(device, F64) for k, v in got.items()}
+        if not all(torch.isfinite(v).all() for v in got.values()):
+            return None
+        x = randn(case.params["shape"], generator(case.seed), case.dtype, device).to(F64)
+        turned = got.get("output", got.get("rotated q"))
+        if "offset" in case.params:
+            x = x[:1].repeat(len(x), 1)
+        if turned is not None and turned.shape == x.shape and not close(
+                _pair_lengths(turned), _pair_lengths(x), 1e-4, 1e-4):
+            return ("The length of each pair (x[..., 2i], x[..., 2i+1]) should not change (a "
+                    "rotation), but it does: new a = a cos - b sin, new b = a sin + b cos, with the "
+                    "old a and b on both lines.")
+        scores = got.get("scores")
+        if scores is not None and scores.dim() == 2 and not close(scores[1:, 1:], scores[:-1, :-1],
+                                                                  1e-6, 1e-6):
+            return ("The score of the rotated query at position m and the rotated key at n should "
+                    "depend only on m - n, but it changes along a diagonal: turn every pair by an "
+                    "angle proportional to the position, p * base^(-2i/d).")
+        return None
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(torch.zeros(2, 3, 5)), "for an odd d=5")
+        x = torch.zeros(2, 3, 4)
+        check_unplaced_tensors(self.name, lambda: impl(x))
+        check_unplaced_tensors(self.name, lambda: impl(x, torch.tensor([2, 0, 1], device=x.device)))
+
+
 sinusoidal_positional_encoding = SinusoidalPositionalEncoding()
 positional_encoding = PositionalEncodingModule()
 relative_shift_matrix = RelativeShiftMatrix()
-EXERCISES = [sinusoidal_positional_encoding, positional_encoding, relative_shift_matrix]
+apply_rotary = ApplyRotary()
+EXERCISES = [sinusoidal_positional_encoding, positional_encoding, relative_shift_matrix, apply_rotary]
 check_sinusoidal_positional_encoding = sinusoidal_positional_encoding.check
 check_PositionalEncoding = positional_encoding.check
 check_relative_shift_matrix = relative_shift_matrix.check
+check_apply_rotary = apply_rotary.check

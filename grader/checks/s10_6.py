@@ -18,6 +18,7 @@ Every wrong-answer diagnosis comes from a functional model with one mistake swit
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping
 
@@ -25,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from grader.checks.common import sinusoidal_table
+from grader.checks.common import attention_weights, sinusoidal_table
 from grader.checks.core import (
     Case,
     CheckFailure,
@@ -42,6 +43,7 @@ from grader.checks.exercise import (
     Exercise,
     build_module,
     check_device_independence,
+    check_unplaced_tensors,
     forward_backward,
     load_parameters,
     seeded_parameters,
@@ -955,14 +957,776 @@ class GreedyDecode(Exercise):
         return "Take the argmax over the vocabulary (dim=-1) of the logits at the last position."
 
 
+# ---------------------------------------------------------------- the notebook's Transformer, for decoding
+
+
+class _Attention(nn.Module):
+    """MultiHeadAttention with the notebook's names; returns (output, weights)."""
+
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__()
+        self.num_heads = num_heads
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, query, key, value, mask=None):
+        B, n_q, d = query.shape  # batch, queries, d_model
+
+        def heads(x):  # (B, n, d) -> (B, h, n, d // h)
+            return x.view(B, -1, self.num_heads, d // self.num_heads).transpose(1, 2)
+
+        q, k, v = heads(self.w_q(query)), heads(self.w_k(key)), heads(self.w_v(value))
+        weights = attention_weights(q, k, mask)  # (B, h, n_q, n_k)
+        return self.w_o((weights @ v).transpose(1, 2).reshape(B, n_q, d)), weights
+
+
+class _FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, activation: str):
+        super().__init__()
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.activation = nn.ReLU() if activation == "relu" else nn.GELU()
+
+    def forward(self, x):
+        return self.linear2(self.activation(self.linear1(x)))
+
+
+class _Block(nn.Module):
+    """TransformerBlock (``decoder=False``) or DecoderBlock, with the notebook's names."""
+
+    def __init__(self, d_model: int, h: int, d_ff: int, activation: str, norm_first: bool, decoder: bool):
+        super().__init__()
+        self.self_attn = _Attention(d_model, h)
+        if decoder:
+            self.cross_attn = _Attention(d_model, h)
+        self.ffn = _FeedForward(d_model, d_ff, activation)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        if decoder:
+            self.norm3 = nn.LayerNorm(d_model)
+        self.norm_first = norm_first
+
+    def forward(self, x, memory=None, tgt_mask=None, memory_mask=None, mask=None):
+        sublayers = [(lambda y: self.self_attn(y, y, y, tgt_mask if mask is None else mask)[0], self.norm1)]
+        if hasattr(self, "cross_attn"):
+            sublayers.append((lambda y: self.cross_attn(y, memory, memory, memory_mask)[0], self.norm2))
+        sublayers.append((self.ffn, self.norm3 if hasattr(self, "norm3") else self.norm2))
+        for sublayer, norm in sublayers:
+            x = x + sublayer(norm(x)) if self.norm_first else norm(x + sublayer(x))
+        return x
+
+
+class _Positions(nn.Module):
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model, torch.float32, "cpu"))
+
+    def forward(self, x):
+        return x + self.pe[: x.shape[1]]
+
+
+class NotebookTransformer(nn.Module):
+    """The notebook's Transformer, built by the check: the attribute names of the notebook's
+    table, and every block's ``self_attn``, ``cross_attn`` (``w_q`` ... ``w_o``, ``num_heads``),
+    ``ffn``, ``norm1`` .. ``norm3`` and ``norm_first``. Decoding exercises run on it."""
+
+    def __init__(self, case: Case):
+        super().__init__()
+        B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
+        o = _options(case)
+        n_enc, n_dec = case.params["layers"]
+        self.pad_id = o["pad"]
+        self.src_embed, self.tgt_embed = nn.Embedding(v_s, d), nn.Embedding(v_t, d)
+        self.pos_encoding = _Positions(d, DECODE_MAX_LEN)
+        block = (d, h, d_ff, o["activation"], o["norm_first"])
+        self.encoder_layers = nn.ModuleList(_Block(*block, decoder=False) for _ in range(n_enc))
+        self.decoder_layers = nn.ModuleList(_Block(*block, decoder=True) for _ in range(n_dec))
+        self.encoder_norm = nn.LayerNorm(d) if o["norm_first"] else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if o["norm_first"] else nn.Identity()
+        self.out = nn.Linear(d, v_t)
+
+    def encode(self, src, src_mask):
+        x = self.pos_encoding(self.src_embed(src))
+        for block in self.encoder_layers:
+            x = block(x, mask=src_mask)
+        return self.encoder_norm(x)
+
+    def decode(self, tgt, memory, src_mask):
+        n = tgt.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=tgt.device).tril()
+        x = self.pos_encoding(self.tgt_embed(tgt))
+        for block in self.decoder_layers:
+            x = block(x, memory, causal, src_mask)
+        return self.out(self.decoder_norm(x))
+
+    def forward(self, src, tgt):
+        src_mask = _src_mask(src, self.pad_id)
+        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+
+
+DECODE_MAX_LEN = 32
+
+
+_MODELS: dict[tuple[str, str], NotebookTransformer] = {}  # built once per case and device
+
+
+def decoding_model(case: Case, device) -> NotebookTransformer:
+    """A fresh copy of the case's model (see :func:`_decoding_model`)."""
+    key = (case.name, str(device))
+    if key not in _MODELS:
+        _MODELS[key] = _decoding_model(case, device)
+    return copy.deepcopy(_MODELS[key])
+
+
+def _decoding_model(case: Case, device) -> NotebookTransformer:
+    """The case's model with seeded weights, in the case's dtype, in eval mode. ``confident``
+    models keep their LayerNorms as initialised and have larger embeddings and a sharper
+    output layer: their greedy translations change from step to step and with the source, as
+    a trained model's do, where a plain random model tends to repeat one token."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(case.seed)
+        model = NotebookTransformer(case)
+    values = seeded_parameters(transformer_shapes(case), case, torch.device("cpu"))
+    if case.params.get("confident"):  # LayerNorms as initialised, a sharper output layer
+        for name in values:
+            if "norm" in name:
+                values[name] = torch.ones_like(values[name]) if name.endswith("weight") else \
+                    torch.zeros_like(values[name])
+            elif "embed" in name:
+                values[name] = values[name] * 2
+        values["out.weight"], values["out.bias"] = values["out.weight"] * 3, values["out.bias"] * 0
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(values[name])
+    return model.to(device, case.dtype).eval()
+
+
+def decoding_source(case: Case, device) -> torch.Tensor:
+    """(B, n_src) ids of the case, never pad, with row b cut short by ``short[b]`` pads."""
+    B, n = len(case.params["short"]), case.params["n_src"]
+    pad = _options(case)["pad"]
+    src = _token_ids((B, n), MODEL_DIMS[6], pad, generator(case.seed + 1))
+    for b, short in enumerate(case.params["short"]):
+        if short:
+            src[b, n - short:] = pad
+    return src.to(device)
+
+
+def reference_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int):
+    """greedy_decode as the notebook's solution writes it: (ids (B, n), smallest top-2 margin)."""
+    with torch.no_grad():
+        return _reference_greedy(model, src, bos, eos, max_len)
+
+
+def _reference_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int):
+    src_mask = _src_mask(src, model.pad_id)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    margin = math.inf
+    while ys.shape[1] < max_len and not finished.all():
+        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, vocab)
+        top = logits.topk(2, dim=-1).values
+        margin = min(margin, float((top[:, 0] - top[:, 1])[~finished].min()))
+        word = logits.argmax(dim=-1).masked_fill(finished, eos)
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        finished |= word == eos
+    return ys, margin
+
+
+# ---------------------------------------------------------------- greedy_decode_cached
+
+
+def _split(linear: nn.Module, x: torch.Tensor, h: int) -> torch.Tensor:
+    B, n, d = x.shape
+    return linear(x).view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d // h)
+
+
+def _attend(attention: nn.Module, x, k, v, mask) -> torch.Tensor:
+    """The queries of x (B, n, d) against given keys and values (B, h, n_k, d // h)."""
+    q = _split(attention.w_q, x, attention.num_heads)
+    out = attention_weights(q, k, mask) @ v  # (B, h, n, d // h)
+    B, h, n, d_h = out.shape
+    return attention.w_o(out.transpose(1, 2).reshape(B, n, h * d_h))
+
+
+CACHE_SWITCHES = {
+    "position": "newest",  # "zero": every new token at position 0; "next": one position too far
+    "self_cache": True,  # False: the newest position attends to itself only
+    "memory_mask": True,  # False: cross-attention ignores the source padding
+    "decoder_norm": True,  # False: decoder_norm skipped before out
+    "norm_first": None,  # False: post-norm whatever the block says
+    "shared_cache": False,  # True: one cache for all decoder blocks
+}
+
+
+def cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int,
+                  **switch) -> torch.Tensor:
+    """Greedy decoding with cached keys and values on the notebook's layout; ``switch`` turns on
+    one known mistake (:data:`CACHE_SWITCHES`)."""
+    with torch.no_grad():
+        return _cached_greedy(model, src, bos, eos, max_len, **switch)
+
+
+def _cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int,
+                   **switch) -> torch.Tensor:
+    s = {**CACHE_SWITCHES, **switch}
+    src_mask = _src_mask(src, model.pad_id)
+    memory = model.encode(src, src_mask)
+    blocks = list(model.decoder_layers)
+    cross = [(_split(b.cross_attn.w_k, memory, b.cross_attn.num_heads),
+              _split(b.cross_attn.w_v, memory, b.cross_attn.num_heads)) for b in blocks]
+    shared: dict = {"k": [], "v": []}
+    caches = [shared if s["shared_cache"] else {"k": [], "v": []} for _ in blocks]
+    ys = torch.full((src.shape[0], 1), bos, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    while ys.shape[1] < max_len and not finished.all():
+        t = ys.shape[1] - 1  # position of the newest token
+        position = {"newest": t, "zero": 0, "next": t + 1}[s["position"]]
+        x = model.tgt_embed(ys[:, -1:]) + model.pos_encoding.pe[position]  # (B, 1, d)
+        for block, (cross_k, cross_v), cache in zip(blocks, cross, caches):
+            h = block.self_attn.num_heads
+
+            def self_attention(y, block=block, cache=cache, h=h):
+                k, v = _split(block.self_attn.w_k, y, h), _split(block.self_attn.w_v, y, h)
+                if s["self_cache"]:
+                    cache["k"].append(k)
+                    cache["v"].append(v)
+                    k, v = torch.cat(cache["k"], dim=2), torch.cat(cache["v"], dim=2)
+                return _attend(block.self_attn, y, k, v, None)
+
+            def cross_attention(y, block=block, k=cross_k, v=cross_v):
+                return _attend(block.cross_attn, y, k, v, src_mask if s["memory_mask"] else None)
+
+            norm_first = block.norm_first if s["norm_first"] is None else s["norm_first"]
+            for sublayer, norm in ((self_attention, block.norm1), (cross_attention, block.norm2),
+                                   (block.ffn, block.norm3)):
+                x = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+        y = model.decoder_norm(x) if s["decoder_norm"] else x
+        word = model.out(y)[:, -1].argmax(dim=-1).masked_fill(finished, eos)  # (B,)
+        ys = torch.cat([ys, word[:, None]], dim=1)
+        finished |= word == eos
+    return ys
+
+
+class LayerCounter:
+    """Forward hooks on a model's layers: positions per call, cross-attention projections,
+    encoder runs. One position of one sentence is one row of a layer's input."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.most_rows = 0  # the most rows one call of a decoder layer processed
+        self.cross_rows: dict[str, int] = {}  # rows through each block's cross w_k and w_v
+        self.encoder_calls: dict[int, int] = {}
+        self.handles: list = []
+
+    def __enter__(self) -> LayerCounter:
+        for i, block in enumerate(self.model.decoder_layers):
+            for name, module in block.named_modules():
+                if name in ("cross_attn.w_k", "cross_attn.w_v"):
+                    self._hook(module, self._cross(f"{i}.{name}"))
+                elif isinstance(module, (nn.Linear, nn.LayerNorm)):
+                    self._hook(module, self._rows)
+        for i, block in enumerate(self.model.encoder_layers):
+            self._hook(block, self._encoder(i))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def _hook(self, module: nn.Module, fn) -> None:
+        self.handles.append(module.register_forward_hook(fn))
+
+    @staticmethod
+    def _count(inputs) -> int:
+        x = inputs[0]
+        return x.numel() // x.shape[-1] if x.dim() else 1
+
+    def _rows(self, module, inputs, output) -> None:
+        self.most_rows = max(self.most_rows, self._count(inputs))
+
+    def _cross(self, name: str):
+        def hook(module, inputs, output):
+            self.cross_rows[name] = self.cross_rows.get(name, 0) + self._count(inputs)
+        return hook
+
+    def _encoder(self, i: int):
+        def hook(module, inputs, output):
+            self.encoder_calls[i] = self.encoder_calls.get(i, 0) + 1
+        return hook
+
+    def outputs(self) -> Outputs:
+        return {"most positions in one call": torch.tensor(float(self.most_rows), dtype=torch.float64),
+                "cross-attention rows": torch.tensor(float(max(self.cross_rows.values(), default=0)),
+                                                     dtype=torch.float64),
+                "encoder runs": torch.tensor(float(max(self.encoder_calls.values(), default=0)),
+                                             dtype=torch.float64)}
+
+
+# B sentences (short[b] pads at the end of row b), n_src, bos, eos, max_len; every dimension
+# of the model is MODEL_DIMS'. eos ids are chosen so that the sentences end at different steps.
+CACHED_CASES = [
+    Case("post-norm, 1 + 1 blocks, one sentence", 772,
+         {"layers": (1, 1), "short": [0], "n_src": 5, "bos": 1, "eos": 6, "max_len": 8}),
+    Case("post-norm, 2 + 2 blocks, 3 sentences with padding", 801,
+         {"layers": (2, 2), "short": [0, 2, 1], "n_src": 6, "bos": 1, "eos": 3, "max_len": 10,
+          "confident": True}),
+    Case("pre-norm, 2 + 2 blocks, 4 sentences with padding", 796,
+         {"layers": (2, 2), "norm_first": True, "short": [1, 0, 3, 2], "n_src": 6, "bos": 1, "eos": 6,
+          "max_len": 10, "confident": True}),
+    Case("pre-norm, GELU, 1 + 2 blocks, max_len reached", 773,
+         {"layers": (1, 2), "norm_first": True, "activation": "gelu", "short": [0, 2], "n_src": 5,
+          "bos": 1, "eos": 9, "max_len": 7, "confident": True}),
+    Case("pad_id=3, bos_id=5, 2 + 1 blocks", 822,
+         {"layers": (2, 1), "pad": 3, "short": [2, 0, 1], "n_src": 6, "bos": 5, "eos": 9,
+          "max_len": 9, "confident": True}),
+    Case("float32, post-norm, 2 + 2 blocks", 811,
+         {"layers": (2, 2), "short": [0, 1, 2], "n_src": 6, "bos": 1, "eos": 12, "max_len": 9,
+          "confident": True}, dtype=torch.float32),
+]
+
+
+def _cached_mistake(description: str, hint: str, **switch) -> Mistake:
+    def run(case: Case, device) -> Outputs:
+        p = case.params
+        model, src = decoding_model(case, device), decoding_source(case, device)
+        return {"tokens": _until_eos(cached_greedy(model, src, p["bos"], p["eos"], p["max_len"],
+                                                   **switch), p["eos"])}
+    return Mistake(description, hint, run)
+
+
+NEWEST = ("The newest token is at position t = (tokens so far) - 1: add pe[t] (for example "
+          "model.pos_encoding.pe[ys.shape[1] - 1]) to its embedding.")
+
+CACHED_MISTAKES = {
+    "position_zero": _cached_mistake("every new token embedded at position 0", NEWEST, position="zero"),
+    "position_next": _cached_mistake("every new token embedded one position too far", NEWEST,
+                                     position="next"),
+    "no_self_cache": _cached_mistake(
+        "self-attention that sees only the newest position",
+        "Append the newest key and value to the block's cache, then let the newest query attend "
+        "to all the cached keys: every earlier position, and itself.", self_cache=False),
+    "shared_cache": _cached_mistake(
+        "one cache shared by all decoder blocks",
+        "Each decoder block has its own keys and values: keep one cache per block.", shared_cache=True),
+    "no_memory_mask": _cached_mistake(
+        "cross-attention without the source padding mask",
+        "Pass src_mask (padding_mask(src, model.pad_id)) to every cross-attention, as decode does.",
+        memory_mask=False),
+    "no_decoder_norm": _cached_mistake(
+        "decoder_norm skipped before the output layer",
+        "Apply model.decoder_norm before model.out, as decode does (it is a LayerNorm when "
+        "norm_first=True).", decoder_norm=False),
+    "always_post": _cached_mistake(
+        "post-norm sublayers although the blocks are pre-norm",
+        "Follow block.norm_first: x + sublayer(norm(x)) when True, norm(x + sublayer(x)) when False.",
+        norm_first=False),
+}
+
+CACHED_HOW = ("The check runs greedy_decode_cached on models of its own with the notebook's layout "
+              "(model.encode, tgt_embed, pos_encoding.pe, decoder_layers with self_attn, cross_attn, "
+              "ffn, norm1, norm2, norm3 and norm_first, decoder_norm, out, pad_id): keep your helpers "
+              "as functions that take these parts, not as new methods of your classes.")
+
+
+class GreedyDecodeCached(Exercise):
+    name = "greedy_decode_cached"
+    reference_name = "greedy decoding without a cache"
+    mistakes = CACHED_MISTAKES
+
+    def __init__(self):
+        self._references: dict[tuple[str, str], torch.Tensor] = {}
+
+    def cases(self):
+        return CACHED_CASES
+
+    def run(self, impl, case, device):
+        p = case.params
+        model, src = decoding_model(case, device), decoding_source(case, device)
+        with LayerCounter(model) as counter:
+            try:
+                out = call_learner(self.name, self.forbidden, case, impl, model, src, p["bos"], p["eos"],
+                                   p["max_len"])
+            except CheckFailure as failure:
+                if "has no attribute" not in str(failure):
+                    raise
+                raise CheckFailure(f"{failure}\\n{CACHED_HOW}") from None
+        tokens = expect_tensor(out, f"{self.name}'s result", case)
+        if tokens.is_floating_point() or tokens.dtype == torch.bool:
+            raise CheckFailure(f"{self.name} should return token ids (dtype=torch.long), but returned "
+                               f"dtype {tokens.dtype} in {case}.")
+        if tokens.dim() != 2 or tokens.shape[0] != src.shape[0]:
+            raise CheckFailure(f"{self.name} should return shape (B, n) = ({src.shape[0]}, n), one row "
+                               f"per source sentence, but returned {tuple(tokens.shape)} in {case}.")
+        return {"tokens": _until_eos(tokens, p["eos"]), **counter.outputs()}
+
+    def reference(self, case, device):
+        key = (case.name, str(device))
+        if key not in self._references:
+            p = case.params
+            model, src = decoding_model(case, device), decoding_source(case, device)
+            ys, _ = reference_greedy(model, src, p["bos"], p["eos"], p["max_len"])
+            self._references[key] = _until_eos(ys, p["eos"])
+        return {"tokens": self._references[key].clone()}
+
+    def evaluate(self, case, got, device):
+        p = case.params
+        have, want = got["tokens"].to("cpu"), self.reference(case, device)["tokens"]
+        if have.shape != want.shape or not torch.equal(have, want):
+            raise CheckFailure(self._wrong_ids(case, have, want, device))
+        B, n_src = len(p["short"]), p["n_src"]
+        runs = int(got["encoder runs"])
+        if runs != 1:
+            raise CheckFailure(
+                f"{self.name} ran the encoder {runs} times in {case}: run model.encode(src, src_mask) "
+                "once, before the loop, and keep its output (the memory).")
+        rows = int(got["most positions in one call"])
+        if rows == 0:
+            raise CheckFailure(
+                f"{self.name} never called the decoder blocks' layers in {case} (block.self_attn.w_q(...), "
+                "block.ffn(...), block.norm1(...)): call them as modules, not through their weights. "
+                "The check counts the positions each layer processes.")
+        if rows > B:
+            raise CheckFailure(
+                f"{self.name}: one call of a decoder layer processed {rows} positions in {case}, a batch "
+                f"of {B} sentences. After the first step each decoder block should process only the "
+                "newest position of each sentence, its query, key and value, and read the keys and "
+                "values of the earlier positions from its cache.")
+        cross = int(got["cross-attention rows"])
+        if cross > B * n_src:
+            raise CheckFailure(
+                f"{self.name} computed the cross-attention keys and values of the source "
+                f"{cross // (B * n_src)} times in {case}: they depend only on the memory, so compute "
+                "them once per block, before the loop (block.cross_attn.w_k(memory), "
+                "block.cross_attn.w_v(memory)).")
+
+    def _wrong_ids(self, case: Case, have: torch.Tensor, want: torch.Tensor, device) -> str:
+        p = case.params
+        if have.shape[1] == 0 or (have[:, 0] != p["bos"]).any():
+            return (f"{self.name} should return sequences that start with bos_id={p['bos']} in {case}.")
+        if have.shape[1] > p["max_len"]:
+            return (f"{self.name} returned {have.shape[1]} tokens per sentence with max_len="
+                    f"{p['max_len']} in {case}: max_len counts every token, <bos> included.")
+        m = min(have.shape[1], want.shape[1])
+        wrong = (have[:, :m] != want[:, :m]).nonzero()
+        if len(wrong) == 0:
+            return (f"{self.name} returned {have.shape[1]} tokens per sentence in {case}, greedy "
+                    f"decoding {want.shape[1]}: stop when every sentence has produced eos_id="
+                    f"{p['eos']} or the output has max_len tokens, as greedy_decode does.")
+        b, i = (int(v) for v in wrong[0])
+        message = (f"{self.name}: token {i} of sentence {b} differs from greedy_decode's in {case}; "
+                   "the cached decoder must give exactly the same ids.")
+        for mistake in self.mistakes.values():
+            variant = mistake.run(case, device)["tokens"].to("cpu")
+            if variant.shape == have.shape and torch.equal(variant, have):
+                return f"{message}\nThis looks like {mistake.description}. {mistake.hint}"
+        return message
+
+    def extra_checks(self, impl, device):
+        case = CACHED_CASES[0]
+        p = case.params
+        model = decoding_model(case, torch.device("cpu"))
+        src = decoding_source(case, "cpu")
+        check_unplaced_tensors(self.name, lambda: impl(model, src, p["bos"], p["eos"], p["max_len"]))
+
+
+# ---------------------------------------------------------------- beam_search
+
+
+class TableModel(nn.Module):
+    """A scripted translator with the notebook's interface, for one sentence: the logits after
+    a prefix (the tokens after <bos>) come from ``table``, or are drawn from the prefix itself.
+
+    ``table`` maps a prefix (a tuple) to {token: probability}; the mass left over is spread
+    over the other tokens. Prefixes not in the table get seeded random logits (``spread``
+    wide). Every prefix's logits are shifted by a seeded constant: only log-softmax gives
+    log-probabilities, raw logits do not.
+    """
+
+    def __init__(self, vocab: int, seed: int, table: Mapping | None = None, spread: float = 1.0,
+                 damp: Mapping[int, float] | None = None, pad_id: int = 0):
+        super().__init__()
+        self.vocab, self.seed, self.table, self.spread = vocab, seed, dict(table or {}), spread
+        self.damp = dict(damp or {})  # token -> logit added to the random logits (make it unlikely)
+        self.pad_id = pad_id
+        self.anchor = nn.Parameter(torch.zeros(1, dtype=torch.float64))  # the model's device
+
+    def logits_for(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        """float64 logits (vocab,) for the next token after <bos> + prefix."""
+        key = self.seed
+        for token in prefix:
+            key = (key * 1_000_003 + token + 1) % 2**61
+        g = generator(key)
+        shift = float(torch.rand((), generator=g, dtype=torch.float64)) * 6 - 3
+        if prefix in self.table:
+            given = self.table[prefix]
+            rest = (1.0 - sum(given.values())) / max(1, self.vocab - len(given))
+            probs = torch.tensor([given.get(w, rest * (1 + w / 100)) for w in range(self.vocab)],
+                                 dtype=torch.float64)  # the rest a little uneven: no ties
+            return probs.clamp_min(1e-12).log() + shift
+        logits = torch.randn(self.vocab, generator=g, dtype=torch.float64) * self.spread + shift
+        for token, amount in self.damp.items():
+            logits[token] += amount
+        return logits
+
+    def encode(self, src, src_mask=None):
+        return src[:, :, None].to(self.anchor.dtype).expand(-1, -1, 4)  # (B, n_src, 4), unused
+
+    def decode(self, tgt, memory, src_mask=None):
+        k, n = tgt.shape
+        logits = torch.empty(k, n, self.vocab, dtype=torch.float64)
+        for i, row in enumerate(tgt.tolist()):
+            for j in range(n):
+                logits[i, j] = self.logits_for(tuple(row[1: j + 1]))
+        return logits.to(self.anchor.device)
+
+    def forward(self, src, tgt):
+        return self.decode(tgt, self.encode(src))
+
+
+BEAM_SWITCHES = {
+    "width": None,  # 1: beam_size ignored (greedy)
+    "raw_logits": False,  # scores summed from raw logits instead of log-softmax
+    "finished_compete": False,  # finished hypotheses stay in the beam and take slots
+    "no_refill": False,  # the beam shrinks by one for every finished hypothesis
+    "drop_finished": False,  # finished hypotheses are thrown away
+    "length_norm": False,  # hypotheses ranked by their mean log-probability per token
+    "new_tokens": False,  # max_len counts the tokens after <bos>
+}
+
+
+def reference_beam(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int,
+                   beam_size: int, **switch) -> tuple[list[int], float]:
+    """The contract's beam search (``switch``: one known mistake): (best ids, its score)."""
+    with torch.no_grad():
+        return _reference_beam(model, src, bos, eos, max_len, beam_size, **switch)
+
+
+def _reference_beam(model, src, bos, eos, max_len, beam_size, **switch):
+    s = {**BEAM_SWITCHES, **switch}
+    width = s["width"] or beam_size
+    src_mask = _src_mask(src, model.pad_id)
+    memory = model.encode(src, src_mask)
+    alive: list[tuple[list[int], float]] = [([bos], 0.0)]
+    finished: list[tuple[list[int], float]] = []
+    limit = max_len + 1 if s["new_tokens"] else max_len
+    kept = alive
+
+    def rank(hyp):  # what the search sorts by
+        ids, score = hyp
+        return score / (len(ids) - 1) if s["length_norm"] and len(ids) > 1 else score
+
+    while alive and len(alive[0][0]) < limit:
+        k = len(alive)
+        ys = torch.tensor([ids for ids, _ in alive], dtype=torch.long, device=src.device)  # (k, t)
+        logits = model.decode(ys, memory.expand(k, -1, -1), src_mask.expand(k, -1, -1, -1))[:, -1]
+        step = logits.double() if s["raw_logits"] else torch.log_softmax(logits.double(), dim=-1)
+        candidates = [(ids + [w], score + float(step[i, w]))
+                      for i, (ids, score) in enumerate(alive) for w in range(step.shape[-1])]
+        if s["finished_compete"]:
+            candidates += finished
+            finished = []
+        slots = width - len(finished) if s["no_refill"] else width
+        kept = sorted(candidates, key=rank, reverse=True)[:max(slots, 0)]
+        alive = [h for h in kept if h[0][-1] != eos]
+        if not s["drop_finished"]:
+            finished += [h for h in kept if h[0][-1] == eos]
+        if finished and alive and max(map(rank, finished)) >= max(map(rank, alive)):
+            break
+    return max(finished + alive or kept, key=rank)  # (kept: all were dropped, with drop_finished)
+
+
+def exhaustive_search(model: TableModel, bos: int, eos: int, max_len: int) -> tuple[list[int], float]:
+    """The best hypothesis of all: every sequence that ends with eos, or has max_len tokens."""
+    best: tuple[list[int], float] = ([bos], -math.inf)
+    frontier = [([bos], 0.0)]
+    while frontier:
+        ids, score = frontier.pop()
+        step = torch.log_softmax(model.logits_for(tuple(ids[1:])), dim=-1)
+        for w in range(model.vocab):
+            hyp = (ids + [w], score + float(step[w]))
+            if w == eos or len(hyp[0]) == max_len:
+                best = max(best, hyp, key=lambda h: h[1])
+            else:
+                frontier.append(hyp)
+    return best
+
+
+A, B_, C = 3, 4, 5  # word ids of the scripted tables (pad 0, bos 1, eos 2)
+BEAM_CASES = [
+    Case("greedy is wrong: <bos> a (0.5) leads nowhere, <bos> b (0.4) <eos> (0.9) wins", 780,
+         {"vocab": 6, "table": {(): {A: 0.5, B_: 0.4, 2: 0.08}, (A,): {A: 0.31, C: 0.3, 2: 0.29},
+                                (B_,): {2: 0.9}},
+          "bos": 1, "eos": 2, "max_len": 6, "beam_size": 2}),
+    Case("a sentence finished at the first step beats the beam that goes on", 781,
+         {"vocab": 6, "table": {(): {2: 0.45, A: 0.5}, (A,): {A: 0.31, B_: 0.3, C: 0.29}},
+          "bos": 1, "eos": 2, "max_len": 7, "beam_size": 2}),
+    Case("the beam refills after <eos>: <bos> a b <eos> (0.30) beats <bos> <eos> (0.25)", 782,
+         {"vocab": 6, "table": {(): {A: 0.66, 2: 0.25, B_: 0.09}, (A,): {C: 0.5, B_: 0.48, 2: 0.02},
+                                (A, B_): {2: 0.95}, (A, C): {2: 0.1, A: 0.31, B_: 0.3, C: 0.29}},
+          "bos": 1, "eos": 2, "max_len": 6, "beam_size": 2}),
+    Case("random table, beam_size=2", 941, {"vocab": 6, "bos": 1, "eos": 2, "max_len": 7, "beam_size": 2}),
+    Case("beam_size=1 is greedy", 783, {"vocab": 7, "bos": 1, "eos": 2, "max_len": 7, "beam_size": 1}),
+    Case("as wide as every hypothesis: exhaustive search", 823,
+         {"vocab": 5, "bos": 1, "eos": 2, "max_len": 4, "beam_size": 25, "exhaustive": True}),
+    Case("<eos> unlikely: max_len reached", 785,
+         {"vocab": 5, "damp": {2: -6.0}, "bos": 1, "eos": 2, "max_len": 5, "beam_size": 3}),
+    Case("bos_id=4, eos_id=3, beam_size=4", 786, {"vocab": 8, "bos": 4, "eos": 3, "max_len": 6,
+                                                  "beam_size": 4}),
+    Case("a Transformer of the notebook's layout, beam_size=3", 787,
+         {"model": "transformer", "layers": (2, 2), "short": [1], "n_src": 6, "bos": 1, "eos": 6,
+          "max_len": 8, "beam_size": 3, "confident": True}),
+]
+
+
+def beam_model(case: Case, device) -> tuple[nn.Module, torch.Tensor]:
+    """The case's model and its one-sentence source (1, n_src)."""
+    p = case.params
+    if p.get("model") == "transformer":
+        return decoding_model(case, device), decoding_source(case, device)
+    model = TableModel(p["vocab"], case.seed, p.get("table"), damp=p.get("damp")).to(device)
+    return model, torch.tensor([[7, 5, 6]], device=device)
+
+
+def _beam_outputs(ids, score: float) -> Outputs:
+    return {"ids": torch.tensor([ids], dtype=torch.float64),
+            "score": torch.tensor(score, dtype=torch.float64)}
+
+
+def _beam_mistake(description: str, hint: str, **switch) -> Mistake:
+    def run(case: Case, device) -> Outputs:
+        p = case.params
+        model, src = beam_model(case, device)
+        return _beam_outputs(*reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"],
+                                             **switch))
+    return Mistake(description, hint, run)
+
+
+CONTRACT = ("At each step extend every unfinished hypothesis by every token, keep the beam_size best "
+            "extensions, and move those that end in eos_id to the finished set: the next step again "
+            "keeps beam_size unfinished extensions.")
+
+BEAM_MISTAKES = {  # the first that matches is named: the more specific ones first
+    "finished_compete": _beam_mistake(
+        "finished hypotheses kept in the beam, taking slots from the unfinished ones",
+        CONTRACT, finished_compete=True),
+    "length_norm": _beam_mistake(
+        "hypotheses ranked by their mean log-probability per token (a length penalty)",
+        "The contract ranks by the sum of the log-probabilities, with no length penalty.",
+        length_norm=True),
+    "no_refill": _beam_mistake(
+        "a beam that shrinks by one for every finished hypothesis", CONTRACT, no_refill=True),
+    "drop_finished": _beam_mistake(
+        "finished hypotheses thrown away",
+        "Keep every hypothesis that ends in eos_id in a finished set, and return the best of the "
+        "finished and the unfinished ones.", drop_finished=True),
+    "new_tokens": _beam_mistake(
+        "max_len counted without <bos>",
+        "Hypotheses stop at max_len tokens, bos_id included, as in greedy_decode.", new_tokens=True),
+    "raw_logits": _beam_mistake(
+        "hypotheses scored with the raw logits",
+        "Logits are not log-probabilities: add torch.log_softmax(logits[:, -1], dim=-1) to each "
+        "hypothesis' score.", raw_logits=True),
+    "greedy": _beam_mistake("beam_size ignored: the greedy choice at every step",
+                            "Keep the beam_size best extensions of all hypotheses, not one.", width=1),
+}
+
+
+class BeamSearch(Exercise):
+    name = "beam_search"
+    reference_name = "beam search as the contract defines it"
+    mistakes = BEAM_MISTAKES
+
+    def cases(self):
+        return BEAM_CASES
+
+    def run(self, impl, case, device):
+        p = case.params
+        model, src = beam_model(case, device)
+        result = call_learner(self.name, self.forbidden, case, impl, model, src, p["bos"], p["eos"],
+                              p["max_len"], beam_size=p["beam_size"])
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise CheckFailure(f"{self.name} should return a pair (ids, score), but returned "
+                               f"{type(result).__name__} in {case}.")
+        ids, score = result
+        ids = expect_tensor(ids, f"{self.name}'s ids", case)
+        if ids.is_floating_point() or ids.dtype == torch.bool:
+            raise CheckFailure(f"{self.name} should return token ids (dtype=torch.long), not {ids.dtype}, "
+                               f"in {case}.")
+        if ids.dim() != 2 or ids.shape[0] != 1:
+            raise CheckFailure(f"{self.name} should return ids of shape (1, n), one sentence, but "
+                               f"returned shape {tuple(ids.shape)} in {case}.")
+        try:
+            value = float(score)
+        except (TypeError, ValueError, RuntimeError):
+            raise CheckFailure(f"{self.name}'s score should be a number (a float), but is a "
+                               f"{type(score).__name__} in {case}.") from None
+        return _beam_outputs(ids[0].tolist(), value)
+
+    def reference(self, case, device):
+        p = case.params
+        model, src = beam_model(case, device)
+        if p.get("exhaustive"):
+            return _beam_outputs(*exhaustive_search(model, p["bos"], p["eos"], p["max_len"]))
+        return _beam_outputs(*reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"]))
+
+    def evaluate(self, case, got, device):
+        p = case.params
+        want = self.reference(case, device)
+        ids, score = got["ids"].to("cpu"), float(got["score"])
+        right_ids = ids.shape == want["ids"].shape and torch.equal(ids, want["ids"])
+        right_score = math.isclose(score, float(want["score"]), rel_tol=1e-6, abs_tol=1e-4)
+        if right_ids and right_score:
+            return
+        if ids.shape[1] == 0 or ids[0, 0] != p["bos"]:
+            raise CheckFailure(f"{self.name} should return ids that start with bos_id={p['bos']} in {case}.")
+        if ids.shape[1] > p["max_len"]:
+            raise CheckFailure(f"{self.name} returned {ids.shape[1]} tokens with max_len={p['max_len']} in "
+                               f"{case}: max_len counts every token, bos_id included.")
+        if (ids[0, 1:-1] == p["eos"]).any():
+            raise CheckFailure(f"{self.name} returned a hypothesis that goes on after eos_id={p['eos']} in "
+                               f"{case}: a hypothesis that ends in eos_id is finished; it is not extended.")
+        if right_ids:
+            raise CheckFailure(
+                f"{self.name} found the right sentence but its score is {score:.4g} instead of "
+                f"{float(want['score']):.4g} in {case}: the score is the sum of the log-probabilities "
+                "(log-softmax of the logits) of every token after bos_id." + self._score_hint(score, want))
+        diagnosis = self._diagnose(case, ids, score, device)
+        raise CheckFailure(f"{self.name} did not return the best hypothesis of the search in {case}."
+                           + (f"\n{diagnosis}" if diagnosis else ""))
+
+    @staticmethod
+    def _score_hint(score: float, want: Outputs) -> str:
+        if math.isclose(score, math.exp(float(want["score"])), rel_tol=1e-4, abs_tol=1e-6):
+            return " It looks like a probability: return the sum of the log-probabilities instead."
+        return ""
+
+    def _diagnose(self, case: Case, ids: torch.Tensor, score: float, device) -> str | None:
+        for mistake in self.mistakes.values():
+            variant = mistake.run(case, device)
+            if variant["ids"].shape == ids.shape and torch.equal(variant["ids"], ids):
+                return f"This looks like {mistake.description}. {mistake.hint}"
+        return None
+
+    def extra_checks(self, impl, device):
+        case = BEAM_CASES[0]
+        p = case.params
+        model, src = beam_model(case, torch.device("cpu"))
+        check_unplaced_tensors(self.name, lambda: impl(model, src, p["bos"], p["eos"], p["max_len"],
+                                                       beam_size=p["beam_size"]))
+
+
 causal_mask = CausalMask()
 padding_mask = PaddingMask()
 decoder_block = DecoderBlockModule()
 transformer = TransformerModel()
 greedy_decode = GreedyDecode()
-EXERCISES = [causal_mask, padding_mask, decoder_block, transformer, greedy_decode]
+greedy_decode_cached = GreedyDecodeCached()
+beam_search = BeamSearch()
+EXERCISES = [causal_mask, padding_mask, decoder_block, transformer, greedy_decode, greedy_decode_cached,
+             beam_search]
 check_causal_mask = causal_mask.check
 check_padding_mask = padding_mask.check
 check_DecoderBlock = decoder_block.check
 check_Transformer = transformer.check
 check_greedy_decode = greedy_decode.check
+check_greedy_decode_cached = greedy_decode_cached.check
+check_beam_search = beam_search.check
