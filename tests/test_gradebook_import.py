@@ -72,7 +72,10 @@ def grade(gb: Gradebook, student: str, grade_id: str):
 def imported(batch, tmp_path_factory):
     course = scratch_course(tmp_path_factory.mktemp("course"))
     first = import_run(batch["out"], root=course)
-    return {"course": course, "summary": first, "csv": csv_rows(batch["csv"]), "out": batch["out"]}
+    rows = csv_rows(batch["csv"])
+    notebooks = sum(1 for student, assignment in rows
+                    if (batch["out"] / "autograded" / student / assignment).is_dir())
+    return {"course": course, "summary": first, "csv": rows, "out": batch["out"], "notebooks": notebooks}
 
 
 # ---------------------------------------------------------------- the same scores everywhere
@@ -97,9 +100,7 @@ def test_gradebook_scores_are_grades_csv(imported):
             assert submission.max_score == float(row["max_score"]), student
             stamp = submission.timestamp.isoformat() if submission.timestamp else ""
             assert stamp == row["submitted_at"], student
-    notebooks = sum(1 for student, assignment in rows
-                    if (imported["out"] / "autograded" / student / assignment).is_dir())
-    assert graded == imported["summary"].submissions_added == notebooks > 0
+    assert graded == imported["summary"].submissions_added == imported["notebooks"] > 0
     assert len(imported["summary"].not_graded) == len(rows) - graded
 
 
@@ -146,13 +147,14 @@ def test_importing_again_changes_nothing(batch, imported):
     """Is a second import of the same run a no-op, byte for byte in the database?"""
     before = dump(imported["course"])
     again = import_run(batch["out"], root=imported["course"])
-    assert (again.submissions_added, again.submissions_updated, again.unchanged) == (0, 0, 22)
+    assert (again.submissions_added, again.submissions_updated, again.unchanged) == \
+        (0, 0, imported["notebooks"])
     assert again.students_added == again.assignments_added == []
     assert dump(imported["course"]) == before
 
 
 @pytest.mark.slow
-def test_manual_scores_survive_a_reimport(batch, tmp_path):
+def test_manual_scores_survive_a_reimport(batch, imported, tmp_path):
     """Scores a person entered in formgrader (one over a correction, one over an autograded
     score) are kept by a later import, and nbgrader export shows them."""
     course = scratch_course(tmp_path / "course")
@@ -170,12 +172,13 @@ def test_manual_scores_survive_a_reimport(batch, tmp_path):
         assert grade(gb, "wrong-qkv", "check_qkv_projections").manual_score == 1.5
         assert not grade(gb, "cheat-edit-checks", "check_qkv_projections").needs_manual_grade
     exported = nbgrader_export(course)
-    assert float(exported[("wrong-qkv", ASSIGNMENT)]["score"]) == 1.5
+    module = float(imported["csv"][("wrong-qkv", ASSIGNMENT)]["QKVProjection"])  # not entered
+    assert float(exported[("wrong-qkv", ASSIGNMENT)]["score"]) == 1.5 + module
     assert float(exported[("cheat-edit-checks", ASSIGNMENT)]["score"]) == 3.0
 
 
 @pytest.mark.slow
-def test_a_regrade_updates_what_the_import_wrote(batch, tmp_path):
+def test_a_regrade_updates_what_the_import_wrote(batch, imported, tmp_path):
     """After a regrade that lifts a flag, the correction the import wrote goes away (it was
     not a person's), and the submission is listed for review again only if there is news."""
     out = tmp_path / "out"
@@ -188,7 +191,7 @@ def test_a_regrade_updates_what_the_import_wrote(batch, tmp_path):
                                                                         "QKVProjection": 2.0})
     path.write_text(json.dumps(result))
     summary = import_run(out, root=course)
-    assert summary.submissions_updated == 1 and summary.unchanged == 21
+    assert summary.submissions_updated == 1 and summary.unchanged == imported["notebooks"] - 1
     with Gradebook(db(course), COURSE_ID) as gb:
         lifted = grade(gb, "cheat-skip-check", "check_qkv_projections")
         assert (lifted.auto_score, lifted.manual_score, lifted.needs_manual_grade) == (2, None, False)
@@ -198,16 +201,17 @@ def test_a_regrade_updates_what_the_import_wrote(batch, tmp_path):
 
 
 @pytest.mark.slow
-def test_command_line_imports_into_the_course(batch, tmp_path, monkeypatch, capsys):
+def test_command_line_imports_into_the_course(batch, imported, tmp_path, monkeypatch, capsys):
     """``python -m grader gradebook OUT`` in a course folder: what it says, twice."""
     course = scratch_course(tmp_path / "course")
     monkeypatch.setenv("COURSE_ROOT", str(course))
     assert main(["gradebook", str(batch["out"])]) == 0
     first = capsys.readouterr().out
-    assert "22 new, 0 updated, 0 unchanged" in first and "28 student(s) added" in first
+    n, students = imported["notebooks"], len({student for student, _ in imported["csv"]})
+    assert f"{n} new, 0 updated, 0 unchanged" in first and f"{students} student(s) added" in first
     assert "assignments added from solutions/: 10.1-self-attention" in first
     assert main(["gradebook", str(batch["out"])]) == 0
-    assert "0 new, 0 updated, 22 unchanged" in capsys.readouterr().out
+    assert f"0 new, 0 updated, {n} unchanged" in capsys.readouterr().out
     assert (course / "gradebook.db").is_file() and not (ROOT / "notebooks" / "gradebook.db").exists()
 
 

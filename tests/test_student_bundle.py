@@ -240,9 +240,11 @@ def test_published_notebooks_must_keep_finding_their_helpers(tmp_path):
     out = tmp_path / "student-repo"
     bundle.publish(out, through="10.1", root=root)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
-    testing = root / "course" / "testing.py"
-    testing.write_text(testing.read_text().replace("def check_shape(", "def check_shape_renamed("))
-    with pytest.raises(PublishError, match="imports course.testing.check_shape"):
+    plotting = root / "course" / "plotting.py"  # 10.1 imports heatmap from it
+    assert "from course.plotting import heatmap" in (out / "notebooks").joinpath(
+        "10.1-self-attention", "self_attention.ipynb").read_text()
+    plotting.write_text(plotting.read_text().replace("def heatmap(", "def heatmap_renamed("))
+    with pytest.raises(PublishError, match="imports course.plotting.heatmap"):
         bundle.publish(out, through="10.2", root=root)
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 

@@ -259,16 +259,18 @@ def import_submission(gb, ledger: Ledger, root: Path, out: Path, result: report.
     changed = submission.timestamp != parse_utc(timestamp)
     submission.timestamp = parse_utc(timestamp)
     flagged_exercises = {f.split(":", 1)[0] for f in result.flags}
+    whole = any(name not in result.max_points for name in flagged_exercises)  # not one exercise's
     for path in graded:
         if path.stem not in notebooks:
             raise GradebookError(f"{path} is not a notebook of {assignment} in the gradebook.")
         scores, auto_comments = auto_scores(path)
         solution_cells = list(auto_comments)
         notes = notes_by_cell(result, solution_cells) if solution_cells else {}
-        for grade_id, auto in scores.items():
+        for number, (grade_id, auto) in enumerate(scores.items()):
             grade = gb.find_grade(grade_id, path.stem, assignment, student)
             exercise = exercise_name(grade_id)
-            changed |= import_grade(grade, auto, result.points.get(exercise), exercise in flagged_exercises,
+            flagged = exercise in flagged_exercises or (whole and number == 0)  # listed for review
+            changed |= import_grade(grade, auto, result.points.get(exercise), flagged,
                                     ledger, f"{student}/{assignment}/{grade_id}", summary)
         for cell, auto_comment in auto_comments.items():
             comment = gb.find_comment(cell, path.stem, assignment, student)
