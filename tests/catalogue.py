@@ -616,6 +616,16 @@ def build() -> list[Entry]:
     for label, (f, _) in T.GREEDY_BUGS.items():
         bug("10.6", "greedy_decode", label, f)
     bug("10.6", "greedy_decode", "argmax over the batch", greedy_argmax_batch)
+    right("10.6", "greedy_decode_cached", "solution", ns["greedy_decode_cached"])
+    for f in (T.cached_lists_einsum, T.cached_drops_finished):
+        right("10.6", "greedy_decode_cached", f.__name__, f)
+    for label, (make, _) in T.CACHED_BUGS.items():
+        bug("10.6", "greedy_decode_cached", label, make(ns), DEVICE if "fixed device" in label else None)
+    right("10.6", "beam_search", "solution", ns["beam_search"])
+    for f in (T.beam_lists, T.beam_no_early_stop):
+        right("10.6", "beam_search", f.__name__, f)
+    for label, (f, _) in T.BEAM_BUGS.items():
+        bug("10.6", "beam_search", label, f)
     return entries
 
 
