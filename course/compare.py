@@ -7,6 +7,7 @@ grading is never rejected by the instant check for being a little off.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -45,6 +46,11 @@ def angle_tolerance(max_position: float) -> float:
 
 #: Relative tolerance of a simulated variance against theory (10.2's sqrt(d_k) experiment).
 VARIANCE_RTOL = 0.15
+
+
+def close_score(got: float, expected: float) -> bool:
+    """Does a sum of log-probabilities (a beam search's score) match: within 1e-4, or 1e-6 relative?"""
+    return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-4)
 
 
 def close(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float,

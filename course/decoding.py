@@ -23,8 +23,9 @@ def positions_per_call(module: nn.Module) -> Iterator[list[int]]:
     calls: list[int] = []
 
     def count(layer, inputs, output):
-        x = inputs[0]
-        calls.append(x.numel() // x.shape[-1] if x.dim() else 1)
+        x = inputs[0] if inputs else None  # None: called with keyword arguments only
+        if isinstance(x, torch.Tensor):
+            calls.append(x.numel() // x.shape[-1] if x.dim() else 1)
 
     handle = module.register_forward_hook(count)
     try:

@@ -19,10 +19,11 @@ EXERCISES: dict[str, dict[str, int]] = {
     "10.1": {"qkv_projections": 2, "QKVProjection": 2},
     "10.2": {"softmax": 2, "scaled_dot_product_attention": 4, "dot_product_variance": 2},
     "10.3": {"split_heads": 1, "merge_heads": 1, "MultiHeadAttention": 4},
-    "10.4": {"sinusoidal_positional_encoding": 3, "PositionalEncoding": 2, "relative_shift_matrix": 3},
+    "10.4": {"sinusoidal_positional_encoding": 3, "PositionalEncoding": 2, "relative_shift_matrix": 3,
+             "apply_rotary": 3},
     "10.5": {"FeedForward": 2, "TransformerBlock": 4},
     "10.6": {"causal_mask": 1, "padding_mask": 1, "DecoderBlock": 3, "Transformer": 4,
-             "greedy_decode": 3},
+             "greedy_decode": 3, "greedy_decode_cached": 3, "beam_search": 3},
 }
 TITLES = {
     "10.1": "Self-attention: queries, keys and values",

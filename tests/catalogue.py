@@ -288,6 +288,32 @@ def shift_halves(k, d_model):
     return M
 
 
+def _rotary_bugs(T):
+    def rows_reversed(x, positions=None, base=10000.0):
+        """Right for one sequence; with a batch the sequences come back in reverse order."""
+        out = T.rotary_complex(x, positions, base)
+        return out.flip(0) if x.dim() > 2 else out
+
+    def detached(x, positions=None, base=10000.0):
+        return T.rotary_complex(x.detach(), positions, base)
+
+    def gradient_turned_forward(x, positions=None, base=10000.0):
+        """Right values, and a hand-written backward that turns the gradient forward, not back."""
+        class Rotate(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return T.rotary_complex(x, positions, base)
+
+            @staticmethod
+            def backward(ctx, grad):
+                return T.rotary_complex(grad, positions, base)
+
+        return Rotate.apply(x)
+
+    return {"batch rows reversed": rows_reversed, "detached": detached,
+            "gradient turned forward": gradient_turned_forward}
+
+
 # ---------------------------------------------------------------- new planted bugs: 10.5
 
 
@@ -531,6 +557,13 @@ def build() -> list[Entry]:
     for f in (T.shift_textbook_rotation, T.shift_exponent_i, T.shift_same_angle, T.shift_inverted,
               T.shift_no_error, T.shift_wrong_size, shift_abs_k, shift_halves):
         bug("10.4", "relative_shift_matrix", f.__name__, f)
+    right("10.4", "apply_rotary", "solution", ns["apply_rotary"])
+    for f in (T.rotary_complex, T.rotary_matrices, T.rotary_float32_cached, T.rotary_loop):
+        right("10.4", "apply_rotary", f.__name__, f)
+    for label, (f, _) in T.ROTARY_BUGS.items():
+        bug("10.4", "apply_rotary", label, f, DEVICE if label == "tensors on a fixed device" else None)
+    for label, f in _rotary_bugs(T).items():
+        bug("10.4", "apply_rotary", label, f)
 
     T, ns = _tests("10.5")
     ffn_bugs, block_bugs = _block_bugs(T)
@@ -583,6 +616,16 @@ def build() -> list[Entry]:
     for label, (f, _) in T.GREEDY_BUGS.items():
         bug("10.6", "greedy_decode", label, f)
     bug("10.6", "greedy_decode", "argmax over the batch", greedy_argmax_batch)
+    right("10.6", "greedy_decode_cached", "solution", ns["greedy_decode_cached"])
+    for f in (T.cached_lists_einsum, T.cached_drops_finished):
+        right("10.6", "greedy_decode_cached", f.__name__, f)
+    for label, (make, _) in T.CACHED_BUGS.items():
+        bug("10.6", "greedy_decode_cached", label, make(ns), DEVICE if "fixed device" in label else None)
+    right("10.6", "beam_search", "solution", ns["beam_search"])
+    for f in (T.beam_lists, T.beam_no_early_stop):
+        right("10.6", "beam_search", f.__name__, f)
+    for label, (f, _) in T.BEAM_BUGS.items():
+        bug("10.6", "beam_search", label, f)
     return entries
 
 

@@ -11,13 +11,15 @@ stand-in model for greedy decoding. Wrong variants: the same layers with other a
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.compare import Mistake, close, tolerance
+from course.compare import Mistake, close, close_score, tolerance
+from course.decoding import positions_per_call
 from course.testing import (
     VisibleCheckFailure,
     check_close,
@@ -30,8 +32,10 @@ from course.testing import (
     seeded,
     with_gradients,
 )
+from course.translation import BOS, EOS, PAD
 from course.visible.s10_1 import check_distinct
 from course.visible.s10_5 import (
+    ACTIVATIONS,
     block_parameter_names,
     check_block_structure,
     copy_into_torch,
@@ -610,3 +614,454 @@ def check_greedy_decode(greedy_decode) -> None:
                 f"had produced eos_id={eos} (or max_len={max_len} was reached). Keep going until all "
                 "sentences of the batch are finished.")
     passed("greedy_decode feeds its own words back, stops when every sentence has eos_id, respects max_len.")
+
+
+# ---------------------------------------------------------------- greedy_decode_cached
+
+STAND_IN_DIMS = (12, 3, 10, 11, 13)  # d_model, h, d_ff, source and target vocabularies
+STAND_IN_MAX_LEN = 16  # rows of the stand-in's positional table
+CACHED_CASES = [  # name, (encoder, decoder blocks), norm_first, activation, pad_id, pads per sentence,
+    # n_src, bos, eos, max_len, seed, dtype: sentences that end at different steps
+    ("post-norm, 2 + 2 blocks, 3 sentences with padding", (2, 2), False, "relu", 0, (0, 2, 1), 6, 1, 8, 10,
+     15, torch.float64),
+    ("pre-norm, gelu, 1 + 2 blocks, max_len reached", (1, 2), True, "gelu", 0, (1, 0), 5, 1, 6, 8, 6,
+     torch.float64),
+    ("pad_id=3, bos_id=5, post-norm, 2 + 1 blocks, float32", (2, 1), False, "relu", 3, (2, 0), 6, 5, 6, 9, 39,
+     torch.float32),
+]
+CACHED_HOW = ("The check runs greedy_decode_cached on a stand-in model with the notebook's layout "
+              "(model.encode, tgt_embed, pos_encoding.pe, decoder_layers with self_attn, cross_attn, ffn, "
+              "norm1, norm2, norm3 and norm_first, decoder_norm, out, pad_id): keep your helpers as "
+              "functions that take these parts, not as new methods of your classes.")
+
+
+class _Attention(nn.Module):
+    """The notebook's MultiHeadAttention layout (w_q, w_k, w_v, w_o, num_heads), computed by
+    F.scaled_dot_product_attention (whose boolean masks also mean True = may attend)."""
+
+    def __init__(self, d_model: int, num_heads: int):
+        super().__init__()
+        self.num_heads = num_heads
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+
+    def forward(self, query, key, value, mask=None):
+        def heads(t):  # (B, n, d_model) -> (B, h, n, d_model // h)
+            return t.unflatten(-1, (self.num_heads, -1)).transpose(1, 2)
+
+        mixed = F.scaled_dot_product_attention(heads(self.w_q(query)), heads(self.w_k(key)),
+                                               heads(self.w_v(value)), attn_mask=mask)
+        return self.w_o(mixed.transpose(1, 2).flatten(2)), None  # no weights: a stand-in
+
+
+class _StandInBlock(nn.Module):
+    """The notebook's TransformerBlock (``cross=False``) or DecoderBlock layout; it computes with
+    nn.TransformerEncoderLayer / nn.TransformerDecoderLayer holding its weights."""
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, activation: str, norm_first: bool,
+                 cross: bool):
+        super().__init__()
+        self.self_attn = _Attention(d_model, num_heads)
+        if cross:
+            self.cross_attn = _Attention(d_model, num_heads)
+        self.ffn = nn.Sequential()  # the notebook's FeedForward: linear1, activation, linear2
+        self.ffn.add_module("linear1", nn.Linear(d_model, d_ff))
+        self.ffn.add_module("activation", ACTIVATIONS[activation]())
+        self.ffn.add_module("linear2", nn.Linear(d_ff, d_model))
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        if cross:
+            self.norm3 = nn.LayerNorm(d_model)
+        self.norm_first, self.activation = norm_first, activation
+
+    def as_torch_layer(self, norm_first: bool | None = None) -> nn.Module:
+        """PyTorch's layer with this block's weights (``norm_first`` overrides the block's)."""
+        d, d_ff = self.norm1.normalized_shape[0], self.ffn.linear1.out_features
+        kind = nn.TransformerDecoderLayer if hasattr(self, "cross_attn") else nn.TransformerEncoderLayer
+        layer = kind(d, self.self_attn.num_heads, d_ff, dropout=0.0, activation=self.activation,
+                     batch_first=True, norm_first=self.norm_first if norm_first is None else norm_first)
+        return copy_into_torch(layer.to(self.norm1.weight.dtype), self).eval()
+
+    def forward(self, x, memory=None, tgt_mask=None, memory_mask=None, mask=None):
+        B, n, h = x.shape[0], x.shape[1], self.self_attn.num_heads
+        if not hasattr(self, "cross_attn"):  # TransformerBlock.forward(x, mask)
+            return self.as_torch_layer()(x, src_mask=torch_mask(memory if mask is None else mask, B, h, n, n))
+        return self.as_torch_layer()(x, memory, tgt_mask=torch_mask(tgt_mask, B, h, n, n),
+                                     memory_mask=torch_mask(memory_mask, B, h, n, memory.shape[1]))
+
+
+class _Table(nn.Module):
+    def __init__(self, pe: torch.Tensor):
+        super().__init__()
+        self.register_buffer("pe", pe)
+
+    def forward(self, x):
+        return x + self.pe[: x.shape[1]]
+
+
+class StandInTranslator(nn.Module):
+    """A Transformer with the notebook's layout (the attributes a cached decoder reads), seeded
+    weights, a seeded positional table, and PyTorch's layers doing the work."""
+
+    def __init__(self, layers, norm_first: bool, activation: str, pad_id: int, seed: int,
+                 dtype: torch.dtype = torch.float64):
+        super().__init__()
+        d, h, d_ff, v_s, v_t = STAND_IN_DIMS
+        self.pad_id = pad_id
+        self.src_embed, self.tgt_embed = nn.Embedding(v_s, d), nn.Embedding(v_t, d)
+        self.pos_encoding = _Table(seeded(STAND_IN_MAX_LEN, d, seed=seed + 500))
+        block = (d, h, d_ff, activation, norm_first)
+        self.encoder_layers = nn.ModuleList(_StandInBlock(*block, cross=False) for _ in range(layers[0]))
+        self.decoder_layers = nn.ModuleList(_StandInBlock(*block, cross=True) for _ in range(layers[1]))
+        self.encoder_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
+        self.out = nn.Linear(d, v_t)
+        seed_parameters(self, seed)
+        with torch.no_grad():  # like a trained model, greedy choices that change from step to step:
+            for module in self.modules():  # LayerNorms as initialised, larger embeddings, a sharper output
+                if isinstance(module, nn.LayerNorm):
+                    module.reset_parameters()
+            for weight in (self.src_embed.weight, self.tgt_embed.weight):
+                weight.mul_(2.0)
+            self.out.weight.mul_(3.0)
+            self.out.bias.zero_()
+        self.to(dtype).eval()
+
+    def encode(self, src, src_mask):
+        memory = self.pos_encoding(self.src_embed(src))  # (B, n_src, d_model)
+        for layer in self.encoder_layers:
+            memory = layer(memory, mask=src_mask)
+        return self.encoder_norm(memory)
+
+    def decode(self, tgt, memory, src_mask):
+        n = tgt.shape[1]
+        causal = torch.ones(n, n, dtype=torch.bool, device=tgt.device).tril()  # True = may attend
+        y = self.tgt_embed(tgt) + self.pos_encoding.pe[:n]  # (B, n, d_model)
+        for layer in self.decoder_layers:  # through the blocks, so that the check sees them work
+            y = layer(y, memory, causal, src_mask)
+        return self.out(self.decoder_norm(y))
+
+    def forward(self, src, tgt):
+        src_mask = (src != self.pad_id)[:, None, None, :]
+        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+
+
+def teacher_forced(model: StandInTranslator, tgt, memory, src_mask, *, position: str = "own",
+                   self_mask: str = "causal", memory_mask: bool = True, decoder_norm: bool = True,
+                   norm_first: bool | None = None) -> torch.Tensor:
+    """The stand-in's logits (B, n, vocab) for the decoder input tgt, every position at once, by
+    nn.TransformerDecoderLayer with the blocks' weights. The keywords switch on one known
+    mistake of a cached decoder each: position "zero" or "next" (the table row added to each
+    token), self_mask "own" (each position sees only itself), no memory_mask, no decoder_norm,
+    norm_first forced."""
+    B, n, n_src = tgt.shape[0], tgt.shape[1], memory.shape[1]
+    pe = model.pos_encoding.pe
+    rows = {"own": pe[:n], "zero": pe[:1].expand(n, -1), "next": pe[1:n + 1]}[position]
+    seen = torch.ones(n, n, dtype=torch.bool).tril()  # True = may attend: the causal mask ...
+    if self_mask == "own":
+        seen = torch.eye(n, dtype=torch.bool)  # ... or each position itself only
+    y = model.tgt_embed(tgt) + rows
+    for block in model.decoder_layers:
+        h = block.self_attn.num_heads
+        y = block.as_torch_layer(norm_first)(
+            y, memory, tgt_mask=torch_mask(seen, B, h, n, n),
+            memory_mask=torch_mask(src_mask if memory_mask else None, B, h, n, n_src))
+    return model.out(model.decoder_norm(y) if decoder_norm else y)
+
+
+NEWEST = ("The newest token is at position t = (tokens so far) - 1: add pe[t] (for example "
+          "model.pos_encoding.pe[ys.shape[1] - 1]) to its embedding.")
+CACHED_MISTAKES = {  # name: (description, hint, switches of teacher_forced)
+    "position_zero": ("every new token embedded at position 0", NEWEST, {"position": "zero"}),
+    "position_next": ("every new token embedded one position too far", NEWEST, {"position": "next"}),
+    "no_self_cache": ("self-attention that sees only the newest position",
+                      "Append the newest key and value to the block's cache, then let the newest query "
+                      "attend to all the cached keys: every earlier position, and itself.",
+                      {"self_mask": "own"}),
+    "no_memory_mask": ("cross-attention without the source padding mask",
+                       "Pass src_mask (padding_mask(src, model.pad_id)) to every cross-attention, as decode "
+                       "does.", {"memory_mask": False}),
+    "no_decoder_norm": ("decoder_norm skipped before the output layer",
+                        "Apply model.decoder_norm before model.out, as decode does (it is a LayerNorm when "
+                        "norm_first=True).", {"decoder_norm": False}),
+    "always_post": ("post-norm sublayers although the blocks are pre-norm",
+                    "Follow block.norm_first: x + sublayer(norm(x)) when True, norm(x + sublayer(x)) when "
+                    "False.", {"norm_first": False}),
+}
+
+
+def first_non_greedy(ids: list[list[int]], logits: torch.Tensor, eos: int) -> tuple[int, int] | None:
+    """The first (sentence, step) whose token is not the greedy choice of ``logits`` (B, n - 1,
+    vocab) at the step before (a token within rounding of the best counts as a choice); what
+    follows a sentence's eos_id is not looked at. None: every token is a greedy choice."""
+    rtol, atol = tolerance(logits.dtype)
+    for b, row in enumerate(ids):
+        for t in range(1, len(row)):
+            scores = logits[b, t - 1]
+            best = float(scores.max())
+            if not 0 <= row[t] < len(scores) or float(scores[row[t]]) < best - atol - rtol * abs(best):
+                return b, t
+            if row[t] == eos:
+                break
+    return None
+
+
+def greedy_length(ids: list[list[int]], eos: int, max_len: int) -> int:
+    """How many tokens greedy decoding returns with these choices: up to the step at which the
+    last sentence produced eos_id, or max_len."""
+    ends = [next((t for t in range(1, len(row)) if row[t] == eos), None) for row in ids]
+    return max_len if None in ends else min(max_len, max(ends) + 1)
+
+
+@contextlib.contextmanager
+def _counting(model: nn.Module):
+    """Positions per call (course.decoding.positions_per_call) of the stand-in's encoder blocks,
+    of every layer of its decoder blocks, and of their cross-attention w_k and w_v, apart."""
+    cross = ("cross_attn.w_k", "cross_attn.w_v")
+    with contextlib.ExitStack() as stack:
+        def watch(modules):
+            return [stack.enter_context(positions_per_call(module)) for module in modules]
+
+        yield {"encoder": watch(model.encoder_layers),
+               "decoder": watch(m for block in model.decoder_layers for name, m in block.named_modules()
+                                if name not in cross),
+               "cross": watch(block.get_submodule(name) for block in model.decoder_layers for name in cross)}
+
+
+def _decoded_ids(greedy_decode_cached, model, src, bos, eos, max_len, case):
+    """The learner's ids as a list of rows, after the checks of type, dtype and shape."""
+    try:
+        out = run_learner("greedy_decode_cached", case, greedy_decode_cached, model, src, bos, eos, max_len)
+    except VisibleCheckFailure as failure:
+        if "has no attribute" not in str(failure):
+            raise
+        raise VisibleCheckFailure(f"{failure}\n{CACHED_HOW}") from None
+    tokens = check_tensor(out, "greedy_decode_cached's result")
+    if tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise VisibleCheckFailure(f"greedy_decode_cached should return token ids (dtype=torch.long), but "
+                                  f"returned dtype {tokens.dtype} in case '{case}'.")
+    if tokens.dim() != 2 or tokens.shape[0] != src.shape[0]:
+        raise VisibleCheckFailure(f"greedy_decode_cached should return shape (B, n) = ({src.shape[0]}, n), "
+                                  f"one row per source sentence, but returned {tuple(tokens.shape)} in case "
+                                  f"'{case}'.")
+    ids = tokens.tolist()
+    if tokens.shape[1] == 0 or any(row[0] != bos for row in ids):
+        raise VisibleCheckFailure(f"greedy_decode_cached should return sequences that start with "
+                                  f"bos_id={bos} in case '{case}'.")
+    if tokens.shape[1] > max_len:
+        raise VisibleCheckFailure(f"greedy_decode_cached returned {tokens.shape[1]} tokens per sentence with "
+                                  f"max_len={max_len} in case '{case}': max_len counts every token, <bos> "
+                                  "included.")
+    return tokens, ids
+
+
+def _cached_ids_diagnosis(model, tokens, ids, memory, src_mask, eos, max_len) -> str:
+    """The known mistake whose greedy choices the learner's ids are, or where to look."""
+    context = tokens[:, :-1].to(memory.device)
+    for description, hint, switch in CACHED_MISTAKES.values():
+        logits = teacher_forced(model, context, memory, src_mask, **switch)
+        if first_non_greedy(ids, logits, eos) is None and len(ids[0]) == greedy_length(ids, eos, max_len):
+            return f"This looks like {description}. {hint}"
+    return ""
+
+
+@instant
+def check_greedy_decode_cached(greedy_decode_cached) -> None:
+    """On stand-in models with the notebook's layout: every token the greedy choice of the full
+    decoder (checked in one teacher-forced pass of PyTorch's layers), the right length, the
+    encoder run once, one new position per step, the cross-attention keys computed once."""
+    d, h, d_ff, v_s, v_t = STAND_IN_DIMS
+    for spec in CACHED_CASES:
+        case, layers, norm_first, activation, pad, short, n_src, bos, eos, max_len, seed, dtype = spec
+        model = StandInTranslator(layers, norm_first, activation, pad, seed, dtype)
+        src = torch.randint(0, v_s - 1, (len(short), n_src), generator=torch.Generator().manual_seed(seed))
+        src = src + (src >= pad).long()  # never pad ...
+        for b, pads in enumerate(short):  # ... but at the end of the shorter sentences
+            src[b, n_src - pads:] = pad
+        with torch.no_grad(), _counting(model) as counts:
+            tokens, ids = _decoded_ids(greedy_decode_cached, model, src, bos, eos, max_len, case)
+        with torch.no_grad():
+            src_mask = (src != pad)[:, None, None, :]
+            memory = model.encode(src, src_mask)
+            logits = teacher_forced(model, tokens[:, :-1], memory, src_mask)  # (B, n - 1, vocab)
+        wrong = first_non_greedy(ids, logits, eos)
+        if wrong is not None:
+            b, t = wrong
+            with torch.no_grad():
+                diagnosis = _cached_ids_diagnosis(model, tokens, ids, memory, src_mask, eos, max_len)
+            diagnosis = diagnosis or (
+                "Already the first token: check the first step (the embedding of bos_id plus pe[0], the "
+                "cross-attention with src_mask, block.norm_first, model.decoder_norm, one cache per block)."
+                if t == 1 else
+                "The first tokens agree, later ones do not: the newest token is at position t = "
+                "ys.shape[1] - 1, and its query attends to the cached keys of every earlier position and "
+                "to its own (append first, then attend); each block keeps its own cache.")
+            raise VisibleCheckFailure(f"greedy_decode_cached: token {t} of sentence {b} is not "
+                                      f"greedy_decode's in case '{case}' (the greedy choice of model.decode "
+                                      f"on the tokens before it).\n{diagnosis}")
+        want = greedy_length(ids, eos, max_len)
+        if len(ids[0]) != want:
+            raise VisibleCheckFailure(
+                f"greedy_decode_cached returned {len(ids[0])} tokens per sentence in case '{case}', greedy "
+                f"decoding {want}: stop when every sentence has produced eos_id={eos} or the output has "
+                "max_len tokens, as greedy_decode does.")
+        _check_counts(counts, len(short), n_src, case)
+    passed("greedy_decode_cached gives greedy_decode's ids, runs the encoder once, caches keys and values.")
+
+
+def _check_counts(counts: dict, B: int, n_src: int, case: str) -> None:
+    """One encoder run, one new position per call after the first step, cross keys once."""
+    runs = max(len(calls) for calls in counts["encoder"])
+    if runs != 1:
+        raise VisibleCheckFailure(f"greedy_decode_cached ran the encoder {runs} times in case '{case}': run "
+                                  "model.encode(src, src_mask) once, before the loop, and keep its output.")
+    most = max((max(calls, default=0) for calls in counts["decoder"]), default=0)
+    if most == 0:
+        raise VisibleCheckFailure(
+            f"greedy_decode_cached never called the decoder blocks' layers in case '{case}' "
+            "(block.self_attn.w_q(...), block.ffn(...), block.norm1(...)): call them as modules, not through "
+            "their weights. The check counts the positions each layer processes.")
+    if most > B:
+        raise VisibleCheckFailure(
+            f"greedy_decode_cached: one call of a decoder layer processed {most} positions in case "
+            f"'{case}', a batch of {B} sentences. After the first step each decoder block should process "
+            "only the newest position of each sentence and read the keys and values of the earlier positions "
+            "from its cache.")
+    cross = max(sum(calls) for calls in counts["cross"])
+    if cross > B * n_src:
+        raise VisibleCheckFailure(
+            f"greedy_decode_cached computed the cross-attention keys and values {cross // (B * n_src)} times "
+            f"in case '{case}': they depend only on the memory, so compute them once per block, before the "
+            "loop (block.cross_attn.w_k(memory), block.cross_attn.w_v(memory)).")
+
+
+# ---------------------------------------------------------------- beam_search
+
+A, B_, C, D = 3, 4, 5, 6  # words of the scripted tables (pad 0, <bos> 1, <eos> 2)
+TABLES = {  # prefix (the words after <bos>) -> next-word probabilities; <eos> after any other prefix
+    "greedy misses": {(): {A: 0.5, B_: 0.4, EOS: 0.1}, (A,): {A: 0.4, B_: 0.3, EOS: 0.3},
+                      (B_,): {EOS: 0.9, A: 0.05, B_: 0.05}},
+    "refill": {(): {A: 0.66, EOS: 0.25, B_: 0.09}, (A,): {C: 0.5, B_: 0.48, EOS: 0.02},
+               (A, B_): {EOS: 0.95, A: 0.05}, (A, C): {EOS: 0.1, A: 0.31, B_: 0.3, C: 0.29}},
+    "short wins": {(): {A: 0.55, EOS: 0.45}, (A,): {B_: 0.9, EOS: 0.1}, (A, B_): {C: 0.9, EOS: 0.1},
+                   (A, B_, C): {EOS: 0.9, A: 0.1}},
+    "kept finished": {(): {A: 0.7, EOS: 0.3}, (A,): {A: 0.51, B_: 0.49}, (A, A): {C: 0.52, D: 0.48},
+                      (A, B_): {C: 0.53, D: 0.47}},
+}
+BEAM_CASES = [  # name, table, max_len, beam_size, the best hypothesis and its probability, what known
+    # mistakes return instead (the course's tests check them against the graded search; a max_len
+    # counted without <bos> shows as too many tokens)
+    ("beam_size=2 finds <bos> 4 <eos> (0.4 · 0.9 = 0.36), which greedy decoding misses", "greedy misses",
+     6, 2, ([BOS, B_, EOS], 0.4 * 0.9),
+     {"greedy": [BOS, A, A, EOS], "drop_finished": [BOS, A, A, PAD, PAD, PAD]}),
+    ("beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)", "greedy misses", 6, 1,
+     ([BOS, A, A, EOS], 0.5 * 0.4), {}),
+    ("max_len=2: <bos> and one word", "greedy misses", 2, 2, ([BOS, A], 0.5), {}),
+    ("the beam refills after <eos>: <bos> 3 4 <eos> (0.66 · 0.48 · 0.95) beats <bos> <eos> (0.25)", "refill",
+     6, 2, ([BOS, A, B_, EOS], 0.66 * 0.48 * 0.95),
+     {"greedy": [BOS, A, C, A, EOS], "no_refill": [BOS, EOS], "drop_finished": [BOS, A, C, A, PAD, PAD]}),
+    ("no length penalty: <bos> <eos> (0.45) beats <bos> 3 4 5 <eos> (0.55 · 0.9 · 0.9 · 0.9)", "short wins",
+     6, 2, ([BOS, EOS], 0.45), {"length_norm": [BOS, A, B_, C, EOS]}),
+    ("a finished <bos> <eos> (0.3) stays finished while the beam goes on", "kept finished", 6, 2,
+     ([BOS, EOS], 0.3), {"finished_compete": [BOS, A, A, C, EOS]}),
+]
+SHIFT = 2.0  # the logits at position j are the log-probabilities plus SHIFT * j: only log-softmax undoes it
+BEAM_RULE = ("At each step extend every unfinished hypothesis by every token, keep the beam_size best "
+             "extensions, and move those that end in eos_id to the finished set: the next step again keeps "
+             "beam_size unfinished extensions.")
+BEAM_MISTAKES = {  # the first whose ids match is named: the more specific ones first
+    "finished_compete": ("finished hypotheses kept in the beam, taking slots from the unfinished ones",
+                         BEAM_RULE),
+    "length_norm": ("hypotheses ranked by their mean log-probability per token (a length penalty)",
+                    "The contract ranks by the sum of the log-probabilities, with no length penalty."),
+    "no_refill": ("a beam that shrinks by one for every finished hypothesis", BEAM_RULE),
+    "drop_finished": ("finished hypotheses thrown away", "Keep every hypothesis that ends in eos_id in a "
+                      "finished set, and return the best of the finished and the unfinished ones."),
+    "greedy": ("beam_size ignored: the greedy choice at every step",
+               "Keep the beam_size best extensions of all hypotheses, not one."),
+}
+
+
+class TableModel(nn.Module):
+    """A scripted translator for one sentence with the notebook's interface (encode, decode,
+    pad_id): the next-word probabilities after a prefix come from a table, shifted logits."""
+
+    def __init__(self, table, vocab: int = 7):
+        super().__init__()
+        self.table, self.vocab, self.pad_id = table, vocab, PAD
+
+    def encode(self, src, src_mask=None):
+        return torch.zeros(*src.shape, 4)  # (B, n_src, 4): a memory it never reads
+
+    def decode(self, tgt, memory, src_mask=None):
+        logits = torch.full((*tgt.shape, self.vocab), -30.0)  # (k, n, vocab)
+        for i, row in enumerate(tgt.tolist()):
+            for j in range(len(row)):
+                for word, p in self.table.get(tuple(row[1:j + 1]), {EOS: 1.0}).items():
+                    logits[i, j, word] = math.log(p) + SHIFT * j
+        return logits
+
+    def forward(self, src, tgt):
+        return self.decode(tgt, self.encode(src))
+
+
+def _beam_result(beam_search, table, max_len, beam_size, case) -> tuple[list[int], float]:
+    """The learner's (ids, score) as a list and a float, after the checks of their types."""
+    src = torch.tensor([[7, 5, 6]])  # (1, n_src): a source the table model never reads
+    result = run_learner("beam_search", case, beam_search, TableModel(TABLES[table]), src, BOS, EOS, max_len,
+                         beam_size=beam_size)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise VisibleCheckFailure(f"beam_search should return a pair (ids, score), but returned "
+                                  f"{type(result).__name__} in case '{case}'.")
+    ids, score = result
+    ids = check_tensor(ids, "beam_search's ids")
+    if ids.is_floating_point() or ids.dtype == torch.bool:
+        raise VisibleCheckFailure(f"beam_search should return token ids (dtype=torch.long), not {ids.dtype}, "
+                                  f"in case '{case}'.")
+    if ids.dim() != 2 or ids.shape[0] != 1:
+        raise VisibleCheckFailure(f"beam_search should return ids of shape (1, n), one sentence, but "
+                                  f"returned shape {tuple(ids.shape)} in case '{case}'.")
+    try:
+        return ids[0].tolist(), float(score)
+    except (TypeError, ValueError, RuntimeError):
+        raise VisibleCheckFailure(f"beam_search's score should be a number (a float), but is a "
+                                  f"{type(score).__name__} in case '{case}'.") from None
+
+
+@instant
+def check_beam_search(beam_search) -> None:
+    """On scripted tables whose best hypotheses are known: the ids and the score (a sum of
+    log-probabilities), the finished set, the refill, no length penalty, max_len, beam_size=1."""
+    for case, table, max_len, beam_size, (want, probability), known in BEAM_CASES:
+        ids, score = _beam_result(beam_search, table, max_len, beam_size, case)
+        if not ids or ids[0] != BOS:
+            raise VisibleCheckFailure(f"beam_search should return ids that start with bos_id={BOS} in case "
+                                      f"'{case}'.")
+        if len(ids) > max_len:
+            raise VisibleCheckFailure(f"beam_search returned {len(ids)} tokens with max_len={max_len} in "
+                                      f"case '{case}': max_len counts every token, bos_id included.")
+        if EOS in ids[1:-1]:
+            raise VisibleCheckFailure(f"beam_search returned a hypothesis that goes on after eos_id={EOS} "
+                                      f"in case '{case}': a hypothesis that ends in eos_id is finished; it "
+                                      "is not extended.")
+        if ids != want:
+            named = next((name for name in BEAM_MISTAKES if known.get(name) == ids), None)
+            raise VisibleCheckFailure(
+                f"beam_search did not return the best hypothesis of the search in case '{case}'." + (
+                    f"\nThis looks like {BEAM_MISTAKES[named][0]}. {BEAM_MISTAKES[named][1]}" if named else
+                    f"\n{BEAM_RULE} Stop when the best finished score is at least the best unfinished one."))
+        if not close_score(score, math.log(probability)):
+            raise VisibleCheckFailure(
+                f"beam_search found the right sentence but its score is {score:.4g} instead of "
+                f"log({probability:.4g}) = {math.log(probability):.4g} in case '{case}': the score is the "
+                "sum of the log-probabilities (log-softmax of the logits) of every token after bos_id."
+                + _score_hint(score, probability, len(ids)))
+    passed("beam_search finds what greedy misses, keeps finished sentences apart, scores log-probabilities.")
+
+
+def _score_hint(score: float, probability: float, n: int) -> str:
+    """What a wrong score of the right sentence probably is."""
+    if math.isclose(score, probability, rel_tol=1e-4, abs_tol=1e-6):
+        return " It looks like a probability: return the sum of the log-probabilities instead."
+    if close_score(score, math.log(probability) + SHIFT * sum(range(n - 1))):
+        return (" This looks like hypotheses scored with the raw logits. Logits are not log-probabilities: "
+                "add torch.log_softmax(logits[:, -1], dim=-1) to each hypothesis' score.")
+    return ""
