@@ -639,9 +639,9 @@ class _Attention(nn.Module):
     """The notebook's MultiHeadAttention layout (w_q, w_k, w_v, w_o, num_heads), computed by
     F.scaled_dot_product_attention (whose boolean masks also mean True = may attend)."""
 
-    def __init__(self, d_model: int, num_heads: int):
+    def __init__(self, d_model: int, heads: int):
         super().__init__()
-        self.num_heads = num_heads
+        self.num_heads = heads
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
 
     def forward(self, query, key, value, mask=None):
@@ -667,9 +667,8 @@ class _StandInBlock(nn.Module):
         self.ffn.add_module("linear1", nn.Linear(d_model, d_ff))
         self.ffn.add_module("activation", ACTIVATIONS[activation]())
         self.ffn.add_module("linear2", nn.Linear(d_ff, d_model))
-        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        if cross:
-            self.norm3 = nn.LayerNorm(d_model)
+        for name in ("norm1", "norm2", "norm3") if cross else ("norm1", "norm2"):
+            self.add_module(name, nn.LayerNorm(d_model))
         self.norm_first, self.activation = norm_first, activation
 
     def as_torch_layer(self, norm_first: bool | None = None) -> nn.Module:
@@ -711,8 +710,8 @@ class StandInTranslator(nn.Module):
         block = (d, h, d_ff, activation, norm_first)
         self.encoder_layers = nn.ModuleList(_StandInBlock(*block, cross=False) for _ in range(layers[0]))
         self.decoder_layers = nn.ModuleList(_StandInBlock(*block, cross=True) for _ in range(layers[1]))
-        self.encoder_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(d) if norm_first else nn.Identity()
+        final = (lambda: nn.LayerNorm(d)) if norm_first else nn.Identity  # pre-norm stacks end with one
+        self.encoder_norm, self.decoder_norm = final(), final()
         self.out = nn.Linear(d, v_t)
         seed_parameters(self, seed)
         with torch.no_grad():  # like a trained model, greedy choices that change from step to step:
@@ -726,7 +725,7 @@ class StandInTranslator(nn.Module):
         self.to(dtype).eval()
 
     def encode(self, src, src_mask):
-        memory = self.pos_encoding(self.src_embed(src))  # (B, n_src, d_model)
+        memory = self.src_embed(src) + self.pos_encoding.pe[: src.shape[1]]  # (B, n_src, d_model)
         for layer in self.encoder_layers:
             memory = layer(memory, mask=src_mask)
         return self.encoder_norm(memory)
@@ -738,10 +737,6 @@ class StandInTranslator(nn.Module):
         for layer in self.decoder_layers:  # through the blocks, so that the check sees them work
             y = layer(y, memory, causal, src_mask)
         return self.out(self.decoder_norm(y))
-
-    def forward(self, src, tgt):
-        src_mask = (src != self.pad_id)[:, None, None, :]
-        return self.decode(tgt, self.encode(src, src_mask), src_mask)
 
 
 def teacher_forced(model: StandInTranslator, tgt, memory, src_mask, *, position: str = "own",
@@ -759,11 +754,11 @@ def teacher_forced(model: StandInTranslator, tgt, memory, src_mask, *, position:
     if self_mask == "own":
         seen = torch.eye(n, dtype=torch.bool)  # ... or each position itself only
     y = model.tgt_embed(tgt) + rows
-    for block in model.decoder_layers:
-        h = block.self_attn.num_heads
-        y = block.as_torch_layer(norm_first)(
-            y, memory, tgt_mask=torch_mask(seen, B, h, n, n),
-            memory_mask=torch_mask(src_mask if memory_mask else None, B, h, n, n_src))
+    for stand_in in model.decoder_layers:
+        heads = stand_in.self_attn.num_heads
+        y = stand_in.as_torch_layer(norm_first)(
+            y, memory, tgt_mask=torch_mask(seen, B, heads, n, n),
+            memory_mask=torch_mask(src_mask if memory_mask else None, B, heads, n, n_src))
     return model.out(model.decoder_norm(y) if decoder_norm else y)
 
 
