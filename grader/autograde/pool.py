@@ -130,12 +130,18 @@ def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list
 
 
 def worker_env(work: Path) -> dict[str, str]:
-    """The worker's own environment: as clean as the kernels'."""
+    """The worker's own environment: as clean as the kernels'.
+
+    One CPU thread each: ``--jobs`` workers verify records side by side, and two torch
+    thread pools spinning on the same cores cost twenty times the work (measured by
+    ``python -m bench --only autograde``, docs/grading.md "Speed").
+    """
     home = work / "worker-home"
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {"PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
            "HOME": str(home), "TMPDIR": str(home / "tmp"), "LANG": "C.UTF-8",
-           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+           "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     env.update({k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ})
     return env
 
