@@ -155,6 +155,55 @@ def test_feedback_pages(batch):
     assert "VisibleCheckFailure" in wrong.read_text()
 
 
+def feedback_exporters(tmp_path: Path) -> tuple:
+    """nbconvert's HTMLExporter and ours, both configured as nbgrader's feedback sets them up."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.converters import GenerateFeedback
+    from nbgrader.coursedir import CourseDirectory
+
+    from grader.autograde.nbgrader_runs import FeedbackPage, GradingOptions, course_config
+
+    config = course_config(tmp_path, GradingOptions())
+    converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
+    return (HTMLExporter(parent=converter, config=converter.config),
+            FeedbackPage(parent=converter, config=converter.config))
+
+
+def render(exporter, nb) -> str:
+    """A feedback page of ``nb`` (the scores GetGrades would add), random ids made equal."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        meta.setdefault("comment", "")
+        if meta.get("grade"):
+            meta["score"] = meta["points"]
+    resources = {"nbgrader": {"notebook": "self_attention", "score": 4, "max_score": 4,
+                              "late_penalty": 0}}
+    html, _ = exporter.from_notebook_node(nb, resources=resources)
+    return re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "uuid", html)
+
+
+def test_feedback_page_is_nbconverts_page(batch, tmp_path):
+    """Does skipping nbconvert's second pass (BeautifulSoup: alt text, tabindex) give the
+    same page, for every kind of graded notebook, and is the pass kept where it has work?"""
+    import nbformat
+    from bs4 import BeautifulSoup
+
+    stock, ours = feedback_exporters(tmp_path)
+    graded = sorted((batch["out"] / "autograded").glob(f"*/{planted.ASSIGNMENT}/*.ipynb"))
+    assert len(graded) >= 10
+    for path in graded:
+        nb = nbformat.read(path, as_version=4)
+        page = render(ours, nb)
+        assert str(BeautifulSoup(page, features="html.parser")) == render(stock, nb), path
+        assert "<img" not in page  # graded kernels draw no figures
+    nb.cells[-1].outputs = [nbformat.v4.new_output("display_data", {"image/png": "iVBORw0KGgo="})]
+    page = render(ours, nb)
+    assert page == render(stock, nb) and 'alt="No description' in page
+
+
 @pytest.mark.parametrize("student", [s for s in EXPECTED if s.startswith("cheat-")])
 def test_flag_reaches_the_feedback(batch, student):
     """Does the feedback of a flagged submission say so, with the reason?"""

@@ -62,7 +62,8 @@ def runtime_dir(scratch: Path) -> Path:
 
 #: IPython settings of a graded kernel. No grade depends on a figure, and drawing them (PNGs
 #: the feedback page would carry) cost 0.5-1.5 s of CPU per notebook: figures show as text.
-#: No input history either: nobody reads it.
+#: No input history either: nobody reads it. Progress bars are off too (``TQDM_DISABLE`` in
+#: the kernel's environment): a widget nobody watches, which a static page cannot show.
 KERNEL_CONFIG = """c = get_config()  # noqa
 c.InlineBackend.figure_formats = set()
 c.HistoryManager.enabled = False
@@ -86,6 +87,7 @@ def prepare_kernel_env(settings: dict, scratch: Path) -> tuple[Path, Path]:
         "JUPYTER_CONFIG_DIR": str(scratch / "jupyter-config"),
         "JUPYTER_DATA_DIR": str(scratch / "jupyter-data"),
         "JUPYTER_PLATFORM_DIRS": "1",
+        "TQDM_DISABLE": "1",
     })
     os.environ.clear()
     os.environ.update(env)
