@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nbconvert.exporters import HTMLExporter, TemplateExporter
-from nbconvert.filters.highlight import Highlight2HTML
-from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor
 from nbgrader import utils
 from nbgrader.api import Gradebook
@@ -110,7 +108,19 @@ class FeedbackPage(HTMLExporter):
 
     def from_notebook_node(self, nb, resources=None, **kw):
         untouched = copy.deepcopy(resources)  # for the whole export, should the page need it
-        # the filters HTMLExporter.from_notebook_node registers before rendering
+        try:
+            html, resources = self._render(nb, resources, **kw)
+        except (ImportError, AttributeError):  # an nbconvert whose insides moved: its own way
+            return super().from_notebook_node(nb, untouched, **kw)
+        if self.MARKUP_PASS_TARGETS.search(html):
+            return super().from_notebook_node(nb, untouched, **kw)
+        return html, resources
+
+    def _render(self, nb, resources, **kw):
+        """What ``HTMLExporter.from_notebook_node`` does before its second pass."""
+        from nbconvert.filters.highlight import Highlight2HTML
+        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+
         language = nb.metadata.get("language_info", {})
         lexer = language.get("pygments_lexer", language.get("name"))
         self.register_filter("highlight_code", self.filters.get(
@@ -118,10 +128,7 @@ class FeedbackPage(HTMLExporter):
         resources = self._init_resources(resources)
         self.register_filter("filter_data_type", WidgetsDataTypeFilter(
             notebook_metadata=self._nb_metadata, parent=self, resources=resources))
-        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
-        if self.MARKUP_PASS_TARGETS.search(html):
-            return super().from_notebook_node(nb, untouched, **kw)
-        return html, resources
+        return TemplateExporter.from_notebook_node(self, nb, resources, **kw)
 
 
 def coursedir(config: Config, assignment: str, student: str = "*") -> CourseDirectory:
