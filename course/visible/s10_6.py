@@ -571,6 +571,28 @@ def _why(have: list[int], want: list[int], i: int) -> str:
     return "Take the argmax over the vocabulary (dim=-1) of the logits at the last position."
 
 
+def check_token_ids(out, what: str, sentences: int, bos: int, max_len: int, case: str) -> list[list[int]]:
+    """A decoder's output as rows of ids, after the checks every decoding exercise shares: a
+    tensor of integer ids, shape (sentences, n), every row starting with bos, at most max_len
+    tokens."""
+    tokens = check_tensor(out, what)
+    if tokens.is_floating_point() or tokens.dtype == torch.bool:
+        raise VisibleCheckFailure(f"{what} should be token ids, a LongTensor (dtype=torch.long), not "
+                                  f"{tokens.dtype}, in case '{case}': create the output with "
+                                  "dtype=torch.long.")
+    if tokens.dim() != 2 or tokens.shape[0] != sentences:
+        raise VisibleCheckFailure(f"{what} should have shape ({sentences}, n), one row per source sentence, "
+                                  f"but has shape {tuple(tokens.shape)} in case '{case}'.")
+    rows = tokens.tolist()
+    if tokens.shape[1] == 0 or any(row[0] != bos for row in rows):
+        raise VisibleCheckFailure(f"{what} should hold sequences that start with bos_id={bos} in case "
+                                  f"'{case}': start the output with a column of bos_id.")
+    if tokens.shape[1] > max_len:
+        raise VisibleCheckFailure(f"{what} has {tokens.shape[1]} tokens per sentence with max_len={max_len} "
+                                  f"in case '{case}': max_len counts every token, <bos> included.")
+    return rows
+
+
 @instant
 def check_greedy_decode(greedy_decode) -> None:
     """On a scripted stand-in model: bos first, one greedy choice per step, stops at eos or max_len."""
@@ -580,23 +602,8 @@ def check_greedy_decode(greedy_decode) -> None:
         with torch.no_grad():
             out = run_learner("greedy_decode", case, greedy_decode, ScriptedModel(keyed), src, bos, eos,
                               max_len)
-        tokens = check_tensor(out, "greedy_decode's result")
-        if tokens.is_floating_point() or tokens.dtype == torch.bool:
-            raise VisibleCheckFailure("greedy_decode should return token ids as a LongTensor, not "
-                                      f"{tokens.dtype} (create the output with dtype=torch.long).")
-        if tokens.dim() != 2 or tokens.shape[0] != len(scripts):
-            raise VisibleCheckFailure(f"greedy_decode should return shape (B, n) = ({len(scripts)}, n), one "
-                                      f"row per source sentence, but returned {tuple(tokens.shape)} in "
-                                      f"case '{case}'.")
-        rows = tokens.tolist()
+        rows = check_token_ids(out, "greedy_decode's result", len(scripts), bos, max_len, case)
         want = [s[:max_len] for s in scripts]
-        if not rows[0] or any(r[0] != bos for r in rows):
-            raise VisibleCheckFailure(f"greedy_decode should return sequences that start with bos_id={bos} "
-                                      f"in case '{case}': start the output with a column of bos_id.")
-        if len(rows[0]) > max_len:
-            raise VisibleCheckFailure(f"greedy_decode returned {len(rows[0])} tokens per sentence with "
-                                      f"max_len={max_len} in case '{case}': max_len counts every token, "
-                                      "<bos> included.")
         for b, (have, script) in enumerate(zip(rows, want)):
             for i in range(1, min(len(have), len(script))):
                 if have[i] != script[i]:
@@ -822,30 +829,15 @@ def _counting(model: nn.Module):
 
 
 def _decoded_ids(greedy_decode_cached, model, src, bos, eos, max_len, case):
-    """The learner's ids as a list of rows, after the checks of type, dtype and shape."""
+    """The learner's ids as a tensor and as rows, after the checks of check_token_ids."""
     try:
         out = run_learner("greedy_decode_cached", case, greedy_decode_cached, model, src, bos, eos, max_len)
     except VisibleCheckFailure as failure:
         if "has no attribute" not in str(failure):
             raise
         raise VisibleCheckFailure(f"{failure}\n{CACHED_HOW}") from None
-    tokens = check_tensor(out, "greedy_decode_cached's result")
-    if tokens.is_floating_point() or tokens.dtype == torch.bool:
-        raise VisibleCheckFailure(f"greedy_decode_cached should return token ids (dtype=torch.long), but "
-                                  f"returned dtype {tokens.dtype} in case '{case}'.")
-    if tokens.dim() != 2 or tokens.shape[0] != src.shape[0]:
-        raise VisibleCheckFailure(f"greedy_decode_cached should return shape (B, n) = ({src.shape[0]}, n), "
-                                  f"one row per source sentence, but returned {tuple(tokens.shape)} in case "
-                                  f"'{case}'.")
-    ids = tokens.tolist()
-    if tokens.shape[1] == 0 or any(row[0] != bos for row in ids):
-        raise VisibleCheckFailure(f"greedy_decode_cached should return sequences that start with "
-                                  f"bos_id={bos} in case '{case}'.")
-    if tokens.shape[1] > max_len:
-        raise VisibleCheckFailure(f"greedy_decode_cached returned {tokens.shape[1]} tokens per sentence with "
-                                  f"max_len={max_len} in case '{case}': max_len counts every token, <bos> "
-                                  "included.")
-    return tokens, ids
+    ids = check_token_ids(out, "greedy_decode_cached's result", src.shape[0], bos, max_len, case)
+    return out, ids
 
 
 def _cached_ids_diagnosis(model, tokens, ids, memory, src_mask, eos, max_len) -> str:
@@ -999,7 +991,8 @@ class TableModel(nn.Module):
 
 
 def _beam_result(beam_search, table, max_len, beam_size, case) -> tuple[list[int], float]:
-    """The learner's (ids, score) as a list and a float, after the checks of their types."""
+    """The learner's (ids, score) as a list and a float, after the checks of their types, of
+    bos_id first and of max_len."""
     src = torch.tensor([[7, 5, 6]])  # (1, n_src): a source the table model never reads
     result = run_learner("beam_search", case, beam_search, TableModel(TABLES[table]), src, BOS, EOS, max_len,
                          beam_size=beam_size)
@@ -1007,15 +1000,9 @@ def _beam_result(beam_search, table, max_len, beam_size, case) -> tuple[list[int
         raise VisibleCheckFailure(f"beam_search should return a pair (ids, score), but returned "
                                   f"{type(result).__name__} in case '{case}'.")
     ids, score = result
-    ids = check_tensor(ids, "beam_search's ids")
-    if ids.is_floating_point() or ids.dtype == torch.bool:
-        raise VisibleCheckFailure(f"beam_search should return token ids (dtype=torch.long), not {ids.dtype}, "
-                                  f"in case '{case}'.")
-    if ids.dim() != 2 or ids.shape[0] != 1:
-        raise VisibleCheckFailure(f"beam_search should return ids of shape (1, n), one sentence, but "
-                                  f"returned shape {tuple(ids.shape)} in case '{case}'.")
+    (row,) = check_token_ids(ids, "beam_search's ids", 1, BOS, max_len, case)
     try:
-        return ids[0].tolist(), float(score)
+        return row, float(score)
     except (TypeError, ValueError, RuntimeError):
         raise VisibleCheckFailure(f"beam_search's score should be a number (a float), but is a "
                                   f"{type(score).__name__} in case '{case}'.") from None
@@ -1027,12 +1014,6 @@ def check_beam_search(beam_search) -> None:
     log-probabilities), the finished set, the refill, no length penalty, max_len, beam_size=1."""
     for case, table, max_len, beam_size, (want, probability), known in BEAM_CASES:
         ids, score = _beam_result(beam_search, table, max_len, beam_size, case)
-        if not ids or ids[0] != BOS:
-            raise VisibleCheckFailure(f"beam_search should return ids that start with bos_id={BOS} in case "
-                                      f"'{case}'.")
-        if len(ids) > max_len:
-            raise VisibleCheckFailure(f"beam_search returned {len(ids)} tokens with max_len={max_len} in "
-                                      f"case '{case}': max_len counts every token, bos_id included.")
         if EOS in ids[1:-1]:
             raise VisibleCheckFailure(f"beam_search returned a hypothesis that goes on after eos_id={EOS} "
                                       f"in case '{case}': a hypothesis that ends in eos_id is finished; it "
