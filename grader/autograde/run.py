@@ -216,9 +216,10 @@ def heaviest_first(subs: list[Submission], assignments: dict[str, Assignment]) -
     """The queue order: assignments worth more points first, which take longest to grade.
 
     Points track the checking work (10.6: 18 points, about 7 s a notebook; 10.5: 6 points,
-    about 4 s; measured 2026-12-01). Starting long notebooks first leaves short ones for the end, so the last
-    worker to finish waits less for the others (longest-processing-time-first). The order
-    within an assignment, and so every grade, is unchanged.
+    about 4 s; measured 2026-12-01). Starting long notebooks first leaves short ones for the
+    end, so the last worker to finish waits less for the others
+    (longest-processing-time-first). The order within an assignment, and so every grade, is
+    unchanged.
     """
     def points(sub: Submission) -> float:
         return sum(p for _, p in assignments[sub.assignment].exercises)
