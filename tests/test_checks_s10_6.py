@@ -188,3 +188,35 @@ def test_visible_test_says_what_grading_says(entry):
     of each message), so that a learner reads before grading what grading will say?"""
     failure = catalogue.run_visible(entry)
     assert re.search(entry.hidden, str(failure), flags=re.IGNORECASE), catalogue.message(failure)
+
+
+# ---------------------------------------------------------------- the toolkit's stand-ins
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_stand_in_translator_teacher_forced_is_its_decoder(norm_first):
+    """Does the visible check's one teacher-forced pass give the stand-in's own decode logits (so a
+    right cached decoder is judged by what greedy_decode would do), and does each switch change them?"""
+    from course.checking.standins import StandInTranslator, teacher_forced
+
+    model = StandInTranslator((1, 2), norm_first, "relu", 0, seed=3)
+    src, tgt = torch.tensor([[4, 5, 6, 0]]), torch.tensor([[1, 7, 3, 9]])
+    src_mask = (src != 0)[:, None, None, :]
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        logits = model.decode(tgt, memory, src_mask)
+        assert close(teacher_forced(model, tgt, memory, src_mask), logits, 1e-7, 1e-9)
+        for switch in ({"position": "zero"}, {"self_mask": "own"}, {"memory_mask": False},
+                       {"norm_first": not norm_first}):
+            assert not close(teacher_forced(model, tgt, memory, src_mask, **switch), logits, 1e-4, 1e-5), switch
+
+
+def test_scripted_model_follows_each_sentence_by_its_key():
+    """Does the scripted stand-in predict each sentence's script whatever the order of the rows?"""
+    from course.checking.standins import OFF_SCRIPT, scripted_batch
+
+    model, src = scripted_batch([[1, 5, 2], [1, 7, 8, 2]])
+    flipped = src.flip(0)
+    logits = model.decode(torch.tensor([[1, 7], [1, 5]]), model.encode(flipped))  # rows swapped
+    assert logits.argmax(-1).tolist() == [[7, 8], [5, 2]]
+    assert model.decode(torch.tensor([[1, 9]]), model.encode(src[:1])).argmax(-1).tolist() == [[5, OFF_SCRIPT]]
