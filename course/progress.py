@@ -32,6 +32,7 @@ TITLES = {
     "10.4": "Positional encoding",
     "10.5": "The Transformer block",
     "10.6": "The encoder-decoder architecture",
+    "10.7": "Beyond the lesson: a GPT from your own blocks",
 }
 GRADING_ONLY = (
     "Grading checks more than the test cells do: more cases (shapes, masks, options, float64 "
