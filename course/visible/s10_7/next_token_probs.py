@@ -50,7 +50,7 @@ CASES = [  # name, which rows and how shaped, temperature, top_k, top_p
     ("temperature 1, no filter, rows (3, V)", (3,), 1.0, None, None),
     ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.5),
     ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,)", (), 0.7, 3, None),
-    ("temperature 1.5, top_p=0.6 (ties across p), rows (3, V)", (3,), 1.5, None, 0.6),
+    ("temperature 1.7, top_p=0.65 (ties across p), rows (3, V)", (3,), 1.7, None, 0.65),
     ("temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)", (1, 3), 1.2, 3, 0.75),
 ]
 
@@ -80,12 +80,12 @@ def _top_k(probs, k, kind="ok"):
 
 
 def _top_p(probs, p, kind="ok"):
-    if kind == "sorted":  # token by token in a stable descending order
+    if kind in ("sorted", "drops crossing"):  # token by token in a stable descending order
         order = probs.sort(dim=-1, descending=True, stable=True)
-        before = order.values.cumsum(-1) - order.values  # (..., V): the mass of the ranks before each rank
-        return torch.zeros_like(probs).scatter(-1, order.indices, (before < p).to(probs.dtype)).bool()
-    mass = _strictly_ahead(probs)[1]
-    return (mass + probs < p) if kind == "drops crossing" else (mass < p)
+        through = order.values.cumsum(-1)  # (..., V): the mass of the ranks up to each rank
+        kept = through < p if kind == "drops crossing" else through - order.values < p
+        return torch.zeros_like(probs).scatter(-1, order.indices, kept.to(probs.dtype)).bool()
+    return _strictly_ahead(probs)[1] < p
 
 
 def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="ok", p_kind="ok",
