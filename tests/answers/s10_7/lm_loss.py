@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 from course.visible.s10_7.lm_loss import (
     NO_LOGSUMEXP,
+    PAD_ID_ZERO,
     PADDING_IN_MEAN,
     PADDING_NOT_IGNORED,
     SMOOTHING_NOT_PAD,
@@ -136,7 +137,7 @@ def answers(solution):
         bug("smoothing summed", smoothing_summed, mistake=SMOOTHING_SUMMED),
         bug("padding counted in the mean", padding_in_mean, mistake=PADDING_IN_MEAN),
         bug("padding not ignored", padding_not_ignored, mistake=PADDING_NOT_IGNORED),
-        bug("pad_id 0 hard-coded", pad_zero_hardcoded, hidden="differs"),
+        bug("pad_id 0 hard-coded", pad_zero_hardcoded, hidden="differs", mistake=PAD_ID_ZERO),
         bug("no log-sum-exp", no_logsumexp, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("0 when all padded", count_clamped, hidden="should be nan"),
         bug("calls F.cross_entropy", calls_cross_entropy, hidden="No credit.*cross_entropy", only=REFERENCE),

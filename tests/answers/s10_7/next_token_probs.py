@@ -11,6 +11,7 @@ from course.visible.s10_7.next_token_probs import (
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
     TOP_P_TIES_SPLIT,
+    ZERO_TEMPERATURE,
 )
 from tests.answers import bug, right
 
@@ -110,6 +111,7 @@ def answers(solution):
         bug("temperature multiplied", make(times=True), mistake=TEMPERATURE_MULTIPLIED),
         bug("not renormalised", make(renormalise=False), mistake=NOT_RENORMALISED),
         bug("greedy shares ties", make(greedy_split=True), mistake=GREEDY_TIES_SPLIT),
-        bug("temperature 0 divides by zero", make(no_greedy=True), hidden="differs|inf or NaN"),
+        bug("temperature 0 divides by zero", make(no_greedy=True), hidden="inf or NaN at temperature 0",
+            mistake=ZERO_TEMPERATURE),
         bug("always float32", always_float32, hidden="keep the logits' dtype"),
     ]

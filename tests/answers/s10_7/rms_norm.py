@@ -4,7 +4,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.visible.s10_7.rms_norm import EPS_OUTSIDE, LAYER_NORM, NO_SQRT, NO_WEIGHT, SUM_SQUARES
+from course.visible.s10_7.rms_norm import (
+    EPS_OUTSIDE,
+    LAYER_NORM,
+    MEAN_OVER_ALL,
+    NO_SQRT,
+    NO_WEIGHT,
+    SUM_SQUARES,
+)
 from tests.answers import DEVICE, REFERENCE, bug, right
 
 EXERCISE = "RMSNorm"
@@ -105,7 +112,7 @@ def answers(solution):
         bug("no sqrt", NoSqrt, mistake=NO_SQRT),
         bug("sum of squares", SumOfSquares, mistake=SUM_SQUARES),
         bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
-        bug("mean over every dimension", MeanOverEverything, hidden="differs"),
+        bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
         bug("calls F.rms_norm", CallsRmsNorm, hidden="No credit.*rms_norm", only=REFERENCE),
         bug("with a bias", WithBias, hidden="bias"),
         bug("weight starts random", RandomStart, hidden="start as ones"),
