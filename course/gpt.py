@@ -205,14 +205,20 @@ def distributions(settings: Mapping[str, torch.Tensor], words: Sequence[str], *,
     The ``top`` most likely words of the first setting, in its order, on every panel, so
     the panels compare word for word; the title says how many words keep any mass.
     """
-    first = next(iter(settings.values()))
+    first_name, first = next(iter(settings.items()))
+    first = first.detach().double().cpu()
     order = first.argsort(descending=True)[:top].tolist()
     fig, axes = plt.subplots(1, len(settings), figsize=(2.6 * len(settings), 3.2), sharey=True)
-    for ax, (name, probs) in zip(axes, settings.items()):
+    for k, (ax, (name, probs)) in enumerate(zip(axes, settings.items())):
         probs = probs.detach().double().cpu()
         ax.bar(range(len(order)), probs[order].numpy(), color="tab:blue")
+        if k:  # the first setting's bars in outline, for comparison
+            ax.bar(range(len(order)), first[order].numpy(), color="none", edgecolor="gray", linewidth=0.8,
+                   label=first_name)
+            ax.legend(fontsize=7, loc="upper right")
+        kept = int((probs > 0).sum())
         ax.set_xticks(range(len(order)), [words[i] for i in order], rotation=90, fontsize=8)
-        ax.set_title(f"{name}\n{int((probs > 0).sum())} words kept", fontsize=9)
+        ax.set_title(f"{name}\n{kept} word{'s' if kept != 1 else ''} kept", fontsize=9)
     axes[0].set_ylabel("probability of the next word")
     if title:
         fig.suptitle(title, fontsize=10)

@@ -133,3 +133,32 @@ def test_decode_marks_the_end_or_its_absence():
     """Does decode show where a sentence ended, and that an unfinished one goes on?"""
     assert gpt.decode(VOCAB, [BOS, *VOCAB.encode("a b", add_bos_eos=False), EOS, EOS]) == "a b <eos>"
     assert gpt.decode(VOCAB, [BOS, VOCAB.stoi["c"]]) == "c ..."
+
+
+@pytest.mark.slow
+def test_the_recipe_beats_the_unigram_baseline(monkeypatch, record_property):
+    """Does the notebook's recipe train the solution GPT, on the CPU, to a held-out perplexity
+    well below the unigram baseline, and does the cached sampler write what sample writes?"""
+    from bench.samples import load_solution_namespace
+
+    monkeypatch.delenv("COURSE_QUICK", raising=False)  # the full recipe, as a learner runs it
+    monkeypatch.delenv("COURSE_GRADING_DIR", raising=False)
+    ns = load_solution_namespace("10.7-gpt")
+    train, test = gpt.load_sentences("train"), gpt.load_sentences("test")
+    vocab = Vocab.from_sentences(train)
+    model = ns["new_model"](len(vocab))
+    history = gpt.train_lm(model, train, vocab, ns["lm_loss"], ns["lr_at"], ns["STEPS"],
+                           label_smoothing=ns["LABEL_SMOOTHING"], progress=False)
+    held_out = gpt.perplexity(model, test, vocab, ns["lm_loss"])
+    unigram = gpt.unigram_perplexity(train, test, vocab)
+    print(f"10.7 GPT: {len(history.losses)} steps in {history.seconds:.1f} s, held-out perplexity "
+          f"{held_out:.2f}, unigram baseline {unigram:.2f}")
+    record_property("train_seconds", round(history.seconds, 1))
+    record_property("perplexity", round(held_out, 3))
+    record_property("unigram_perplexity", round(unigram, 3))
+    assert len(history.losses) == ns["STEPS"] == 400
+    assert held_out < unigram / 3, f"held-out perplexity {held_out:.2f} against the unigram's {unigram:.2f}"
+    start = torch.full((16, 1), BOS, device=next(model.parameters()).device)
+    written = [write(model, start, 12, generator=torch.Generator(start.device).manual_seed(1), eos_id=EOS)
+               for write in (ns["sample"], ns["sample_cached"])]
+    assert torch.equal(*written)

@@ -59,6 +59,13 @@ CASES = [
         "return X @ W_k, X @ W_q, X @ W_v  # deliberately wrong: Q and K swapped",
         "This looks like W_q and W_k swapped",
     ),
+    Case(  # the optional last notebook: a release --through 10.7 runs in the browser too
+        "10.7",
+        Path("notebooks/10.7-gpt/gpt.ipynb"),
+        "log_probs = logits - logits.exp().sum(-1, keepdim=True).log()\n"
+        "return -log_probs.gather(-1, targets[..., None]).mean()  # deliberately wrong: padding counted",
+        "This looks like padded positions not ignored",
+    ),
 ]
 
 
