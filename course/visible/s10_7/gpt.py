@@ -51,9 +51,12 @@ NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output l
 MASKS = "Combine them: causal_mask(n, device=ids.device) & padding_mask(ids, self.pad_id)."
 PADDING_NOT_MASKED = Mistake("padding_not_masked", "a causal mask without the padding mask", MASKS)
 NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it", MASKS)
+PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of pad_id",
+                      "Mask the keys whose id is the model's pad_id: padding_mask(ids, self.pad_id).")
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
             SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, NO_FINAL_NORM: {"final_norm": False},
-            PADDING_NOT_MASKED: {"padding": False}, NOT_CAUSAL: {"causal": False}}
+            PADDING_NOT_MASKED: {"padding": False}, NOT_CAUSAL: {"causal": False},
+            PAD_ID_ZERO: {"padding": 0}}
 
 
 @dataclass(frozen=True)
@@ -176,7 +179,8 @@ def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config,
     elif positions == "sinusoidal":
         x = x + _sinusoidal(n, d, x)
     blocked = torch.ones(n, n, dtype=torch.bool, device=ids.device).triu(1) if causal else None  # (n, n)
-    padded = (ids == cfg.pad_id) if padding else None  # (B, n), True = ignored
+    pad_id = cfg.pad_id if padding is True else padding  # an id: the mistake of another pad_id
+    padded = None if padding is False else (ids == pad_id)  # (B, n), True = ignored
     layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first)
     for i in range(cfg.num_layers):
         b = {k.removeprefix(f"blocks.{i}."): v for k, v in p.items() if k.startswith(f"blocks.{i}.")}

@@ -36,6 +36,9 @@ PADDING_IN_MEAN = Mistake(
 PADDING_NOT_IGNORED = Mistake(
     "padding_not_ignored", "padded positions not ignored (their loss is in the mean)",
     "Keep only the positions whose target is not pad_id (keep = targets != pad_id), then take the mean.")
+PAD_ID_ZERO = Mistake(
+    "pad_id_zero", "the positions whose target is 0 ignored instead of those whose target is pad_id",
+    "Compare the targets with the pad_id argument: keep = targets != pad_id.")
 NO_LOGSUMEXP = Mistake(
     "no_logsumexp", "log(sum(exp(logits))) without the log-sum-exp shift: exp overflows for large logits",
     "Subtract each row's largest logit before exp and add it back after the log (or use torch.logsumexp).")
@@ -90,6 +93,7 @@ VARIANTS = {
     SMOOTHING_SUMMED: lambda *a: _smoothed(*a, spread="sum"),
     PADDING_IN_MEAN: lambda *a: _smoothed(*a, kept="zeroed"),
     PADDING_NOT_IGNORED: lambda *a: _smoothed(*a, kept="every position"),
+    PAD_ID_ZERO: lambda logits, targets, pad_id, e: _smoothed(logits, targets, 0, e),
 }
 
 

@@ -39,6 +39,8 @@ TEMPERATURE_MULTIPLIED = Mistake("temperature_multiplied", "logits multiplied by
                                  "Divide the logits by the temperature: below 1 sharpens, above 1 flattens.")
 NOT_RENORMALISED = Mistake("not_renormalised", "the kept probabilities not renormalised",
                            "Divide the kept probabilities by their sum, so that they sum to 1.")
+ZERO_TEMPERATURE = Mistake("zero_temperature_divided", "temperature 0 divided by (logits / 0 gives inf and "
+                           "NaN)", "Treat temperature == 0 first: all the mass on logits.argmax(dim=-1).")
 GREEDY_TIES_SPLIT = Mistake("greedy_ties_split", "temperature 0 sharing the mass among tied largest logits",
                             "At temperature 0 all the mass goes to one token, the lowest index among ties: "
                             "logits.argmax(dim=-1).")
@@ -46,12 +48,13 @@ GREEDY_TIES_SPLIT = Mistake("greedy_ties_split", "temperature 0 sharing the mass
 ROWS = [[2.0, 1.0, 1.0, 0.5, 3.0, -1.0, 1.0, 0.0],  # three tokens tied at 1.0
         [0.0, 2.5, 2.5, 1.5, -0.5, 0.3, 1.0, -2.0],  # two tokens tied for the largest
         [1.0, -0.5, 0.2, 2.2, 0.2, 0.2, -1.5, 0.9]]  # three tokens tied at 0.2
-CASES = [  # name, which rows and how shaped, temperature, top_k, top_p
-    ("temperature 1, no filter, rows (3, V)", (3,), 1.0, None, None),
-    ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.5),
-    ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,)", (), 0.7, 3, None),
-    ("temperature 1.5, top_p=0.6 (ties across p), rows (3, V)", (3,), 1.5, None, 0.6),
-    ("temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)", (1, 3), 1.2, 3, 0.75),
+CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
+    ("temperature 1, no filter, rows (3, V)", (3,), 1.0, None, None, torch.float32),
+    ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.5, torch.float32),
+    ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,), float64", (), 0.7, 3, None,
+     torch.float64),
+    ("temperature 1.7, top_p=0.65 (ties across p), rows (3, V)", (3,), 1.7, None, 0.65, torch.float32),
+    ("temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)", (1, 3), 1.2, 3, 0.75, torch.float32),
 ]
 
 
@@ -80,12 +83,12 @@ def _top_k(probs, k, kind="ok"):
 
 
 def _top_p(probs, p, kind="ok"):
-    if kind == "sorted":  # token by token in a stable descending order
+    if kind in ("sorted", "drops crossing"):  # token by token in a stable descending order
         order = probs.sort(dim=-1, descending=True, stable=True)
-        before = order.values.cumsum(-1) - order.values  # (..., V): the mass of the ranks before each rank
-        return torch.zeros_like(probs).scatter(-1, order.indices, (before < p).to(probs.dtype)).bool()
-    mass = _strictly_ahead(probs)[1]
-    return (mass + probs < p) if kind == "drops crossing" else (mass < p)
+        through = order.values.cumsum(-1)  # (..., V): the mass of the ranks up to each rank
+        kept = through < p if kind == "drops crossing" else through - order.values < p
+        return torch.zeros_like(probs).scatter(-1, order.indices, kept.to(probs.dtype)).bool()
+    return _strictly_ahead(probs)[1] < p
 
 
 def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="ok", p_kind="ok",
@@ -118,6 +121,9 @@ VARIANTS = {
 def learner_probs(next_token_probs, logits, options, where: str):
     out = expect_tensor(call_learner("next_token_probs", where, next_token_probs, logits.clone(), **options),
                         "next_token_probs", where)
+    if options["temperature"] == 0 and not bool(torch.isfinite(out).all()):
+        raise CheckFailure(f"next_token_probs gives inf or NaN at temperature 0 in {where}.\n"
+                           f"{ZERO_TEMPERATURE.sentence()}", ZERO_TEMPERATURE)
     if out.dtype != logits.dtype:
         raise CheckFailure(f"next_token_probs returns {out.dtype} for logits of {logits.dtype} in {where}: "
                            "keep the logits' dtype.")
@@ -138,7 +144,7 @@ def compare_probs(next_token_probs, logits, temperature, top_k, top_p, where: st
 @visible_check
 def check_next_token_probs(next_token_probs) -> None:
     """Temperature 0 and T, top-k and top-p with ties, and their order, against the contract."""
-    for case, lead, temperature, top_k, top_p in CASES:
-        compare_probs(next_token_probs, case_logits(lead), temperature, top_k, top_p, f"case '{case}'")
+    for case, lead, temperature, top_k, top_p, dtype in CASES:
+        compare_probs(next_token_probs, case_logits(lead, dtype), temperature, top_k, top_p, f"case '{case}'")
     passed("next_token_probs applies the temperature, then top-k and top-p with their ties, and "
            "renormalises; temperature 0 is greedy.")

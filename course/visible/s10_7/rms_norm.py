@@ -29,6 +29,8 @@ NO_SQRT = Mistake("no_sqrt", "x divided by its mean square instead of its root m
                   "Take the square root of the mean square: " + FORMULA)
 SUM_SQUARES = Mistake("sum_of_squares", "the sum of squares used instead of their mean",
                       "Average the squares over the last dimension: " + FORMULA)
+MEAN_OVER_ALL = Mistake("mean_over_all", "the mean square taken over the whole tensor, not over each vector",
+                        "Average over the last dimension only: x.pow(2).mean(dim=-1, keepdim=True).")
 NO_WEIGHT = Mistake("weight_unused", "the weight never applied",
                     "Multiply by self.weight at the end: " + FORMULA)
 
@@ -40,7 +42,8 @@ CASES = [  # name, shape of x, eps (None: the default), dtype, scale of x
 
 
 def _rms(x, weight, eps, kind="ok"):
-    square = x.pow(2).sum(-1, keepdim=True) if kind == "sum" else x.pow(2).mean(-1, keepdim=True)
+    square = (x.pow(2).sum(-1, keepdim=True) if kind == "sum" else x.pow(2).mean() if kind == "all"
+              else x.pow(2).mean(-1, keepdim=True))
     if kind == "eps outside":
         return x / (square.sqrt() + eps) * weight
     if kind == "no sqrt":
@@ -54,6 +57,7 @@ VARIANTS = {
     NO_SQRT: lambda x, w, eps: _rms(x, w, eps, "no sqrt"),
     SUM_SQUARES: lambda x, w, eps: _rms(x, w, eps, "sum"),
     NO_WEIGHT: lambda x, w, eps: _rms(x, w, eps, "no weight"),
+    MEAN_OVER_ALL: lambda x, w, eps: _rms(x, w, eps, "all"),
 }
 
 

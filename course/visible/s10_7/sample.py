@@ -154,7 +154,10 @@ def run_learner(sample, model, prompt, options, seed, device, where: str) -> tor
         fail(f"sample ran the model with gradients tracked in {where}.", GRADIENTS_TRACKED)
     if not all(seeded for _, seeded in draws.calls):
         fail(f"sample drew tokens without the generator it was given in {where}.", NOT_SEEDED)
-    steps = out.shape[1] - prompt.shape[1]
+    n0 = prompt.shape[1]
+    if out.shape[1] < n0 or not torch.equal(out[:, :n0].cpu(), prompt.cpu()):
+        return out  # no prompt first: compare_ids says what came back
+    steps = out.shape[1] - n0
     if len(draws.calls) != steps or any(samples != 1 for samples, _ in draws.calls):
         fail(f"sample made {len(draws.calls)} torch.multinomial call(s) for {steps} new token(s) per row in "
              f"{where}.", SEVERAL_DRAWS)

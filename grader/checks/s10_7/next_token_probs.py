@@ -13,7 +13,7 @@ SETTINGS = [  # name, logits ("rows": the visible check's tied rows; else a shap
     ("tied rows, temperature 0", "rows", 0.0, None, None),
     ("tied rows, top_k=2", "rows", 1.0, 2, None),
     ("tied rows, top_k=5 (ties at the k-th)", "rows", 0.9, 5, None),
-    ("tied rows, top_p=0.6 (ties across p)", "rows", 1.5, None, 0.6),
+    ("tied rows, top_p=0.65 (ties across p)", "rows", 1.7, None, 0.65),
     ("tied rows, top_k=3 then top_p=0.75", "rows", 1.2, 3, 0.75),
     ("random 1-D logits, temperature 0.5", (9,), 0.5, None, None),
     ("random logits (2, 3, V), top_k=1", (2, 3, 7), 1.3, 1, None),
