@@ -32,7 +32,8 @@ LabServer = Any  # conftest.LabServer: .url, .token, .root_dir, .log, .lab_url(p
 
 RUN_TIMEOUT_MS = 180_000
 UI_TIMEOUT_MS = 60_000
-FAILED_CHECK = re.compile(r"^(AssertionError|\w*CheckFailure):\s*(\S.*)$", re.MULTILINE)
+#: A failed check as a learner sees it: the toolkit's "✗ message" alone, or a traceback's last line.
+FAILED_CHECK = re.compile(r"^\s*(AssertionError:|\w*CheckFailure:|✗)\s*(\S.*)$", re.MULTILINE)
 RAISE_TODO = re.compile(r"^(?P<indent>[ \t]*)raise NotImplementedError.*$", re.MULTILINE)
 
 
