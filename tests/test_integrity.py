@@ -61,6 +61,17 @@ def test_edited_check_function_is_caught(monkeypatch):
     assert "grader.checks.core.close was replaced" in integrity.tamper_report()
 
 
+def test_torch_decorators_around_course_code_are_not_tampering(monkeypatch):
+    """Is a course function under @torch.no_grad() left alone, and a fake one under it still caught?"""
+    import course.gpt
+
+    assert integrity.tamper_report() == []
+    fake = torch.no_grad()(eval("lambda *args, **kwargs: 0.0"))  # outside course/, wrapped by torch
+    fake.__module__ = "course.gpt"
+    monkeypatch.setattr(course.gpt, "perplexity", fake)
+    assert "course.gpt.perplexity was replaced" in integrity.tamper_report()
+
+
 def test_record_round_trip_passes(records, solution):
     """Does a correct submission's record verify in a clean process?"""
     s10_2.check_softmax(solution["softmax"])

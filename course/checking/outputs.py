@@ -23,7 +23,7 @@ def generator(seed: int) -> torch.Generator:
 def randn(shape: Sequence[int], g: torch.Generator, dtype: torch.dtype = torch.float64,
           device: torch.device | str = "cpu", scale: float = 1.0) -> torch.Tensor:
     """Seeded normal numbers made on the CPU in float64, then moved to ``device`` and ``dtype``."""
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device, dtype)
+    return (torch.randn(tuple(shape), generator=g, dtype=torch.float64) * scale).to(device, dtype)  # () too
 
 
 def seeded(*shape: int, seed: int, dtype: torch.dtype = torch.float32, scale: float = 1.0) -> torch.Tensor:

@@ -74,7 +74,7 @@ class Exercise:
         if all(isinstance(m, checking.Mistake) for m in self.mistakes):
             variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
             checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
-                                     variants=variants, device=device)
+                                     against=self.reference_name, variants=variants, device=device)
             return
 
         def mistake_outputs() -> dict[str, Outputs]:  # legacy sections, until moved

@@ -140,7 +140,8 @@ def _package_tampering(package: str, package_dir: Path) -> list[str]:
 
 
 def _code_lives_in(function: object, package_dir: Path) -> bool:
-    """True when a function is the one in ``package_dir`` (stdlib decorators allowed around it)."""
+    """True when a function is the one in ``package_dir`` (stdlib and torch decorators, such as
+    ``@torch.no_grad()``, allowed around it)."""
     layer = function
     while True:
         code = getattr(layer, "__code__", None)
@@ -149,6 +150,7 @@ def _code_lives_in(function: object, package_dir: Path) -> bool:
         where = Path(code.co_filename).resolve()
         if where.is_relative_to(package_dir):
             return True
-        if not where.is_relative_to(STDLIB_DIR) or not hasattr(layer, "__wrapped__"):
+        wrapper = where.is_relative_to(STDLIB_DIR) or where.is_relative_to(_package_dir("torch"))
+        if not wrapper or not hasattr(layer, "__wrapped__"):
             return False
         layer = layer.__wrapped__

@@ -203,3 +203,15 @@ def watching(forbidden: Forbidden) -> Iterator[set[str]]:
         return
     with OperatorTripwire(forbidden, hits), FunctionTripwire(forbidden, hits):
         yield hits
+
+#: 10.7's lm_loss: PyTorch's losses (F.cross_entropy runs log_softmax then nll_loss); with SOFTMAX.
+LOSSES = forbid(
+    {"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss", "torch._C._nn.cross_entropy_loss",
+     "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd", "torch._C._nn.nll_loss2d",
+     "aten.cross_entropy_loss", "aten.nll_loss", "aten.nll_loss_nd", "aten.nll_loss2d",
+     "aten.nll_loss_forward", "aten.nll_loss2d_forward"},
+    {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"})
+
+#: 10.7's RMSNorm: nn.RMSNorm and the function behind it.
+RMS_NORM = forbid({"torch.nn.functional.rms_norm", "torch.rms_norm", "aten.rms_norm", "aten._fused_rms_norm"},
+                  {"aten._fused_rms_norm": "nn.RMSNorm"})

@@ -1,0 +1,226 @@
+"""Data, training and figures for 10.7 (a small GPT on the English side of 10.6's corpus).
+
+Typical use::
+
+    train = load_sentences("train")                     # ["the black cat eats bread", ...]
+    vocab = Vocab.from_sentences(train)
+    batches = lm_batches(train, vocab, batch_size=64, seed=0)  # LongTensors (B, n): <bos> .. <eos> <pad>
+    history = train_lm(model, train, vocab, loss_fn, lr_at, steps=600)
+    perplexity(model, test, vocab, loss_fn), unigram_perplexity(train, test, vocab)
+
+A token is a word; every sentence is ``<bos> w1 .. wk <eos>``, padded at the end. The model
+reads ``ids[:, :-1]`` and is scored on predicting ``ids[:, 1:]`` (``<eos>`` included, so it
+learns where sentences end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
+
+LossFn = Callable[..., torch.Tensor]  # lm_loss(logits, targets, pad_id, label_smoothing)
+
+
+def load_sentences(split: str) -> list[str]:
+    """The English sentences of one split of ``data/fr_en.tsv`` (train, valid, test or long)."""
+    return [english for _, english in load_pairs(split=split)]
+
+
+def lm_batches(sentences: Sequence[str], vocab: Vocab, batch_size: int = 64, shuffle: bool = True,
+               seed: int | None = None) -> list[torch.Tensor]:
+    """Cut ``sentences`` into padded LongTensors (B, n) of ``<bos> w1 .. wk <eos>``.
+
+    ``shuffle`` reorders the sentences first (reproducibly when ``seed`` is given).
+    """
+    order = list(range(len(sentences)))
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    return [pad_batch([vocab.encode(sentences[i]) for i in order[start:start + batch_size]])
+            for start in range(0, len(order), batch_size)]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one CPU thread: for matrices this small, threads waiting for each other
+    are slower than one (and much slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def gpt2_init(model: nn.Module, std: float = 0.02) -> nn.Module:
+    """GPT-2's initialisation: every Linear and Embedding weight from N(0, std²), biases 0.
+
+    ``nn.Embedding`` starts at N(0, 1); with the output layer tied to it, the first logits
+    would be of size sqrt(d_model) and the first loss far above log(vocabulary).
+    LayerNorm and RMSNorm keep their ones and zeros.
+    """
+    for module in model.modules():
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    return model
+
+
+@dataclass
+class History:
+    """What :func:`train_lm` recorded: the loss and the learning rate of every step."""
+
+    losses: list[float] = field(default_factory=list)
+    lrs: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
+             lr_at: Callable[[int], float], steps: int, batch_size: int = 64,
+             label_smoothing: float = 0.0, weight_decay: float = 0.1, progress: bool = True) -> History:
+    """Train ``model`` (ids (B, n) -> logits (B, n, V)) to predict the next word; AdamW.
+
+    ``lr_at(step)`` is the learning rate of each step: ``LambdaLR`` multiplies the
+    optimiser's base rate 1.0 by it. ``loss_fn`` is called as
+    ``loss_fn(logits, targets, PAD, label_smoothing)``. Gradients are clipped to norm 1.
+    """
+    import time
+
+    device = next(model.parameters()).device
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1.0, betas=(0.9, 0.95), weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)  # lr = 1.0 * lr_at(step)
+    history, epoch, start = History(), 0, time.perf_counter()
+    model.train()
+    with one_thread(), tqdm(total=steps, desc="training", disable=not progress) as bar:
+        while len(history.losses) < steps:
+            for ids in lm_batches(sentences, vocab, batch_size, seed=epoch):
+                ids = ids.to(device)  # (B, n)
+                logits = model(ids[:, :-1])  # read <bos> w1 .. wk, predict w1 .. wk <eos>
+                loss = loss_fn(logits, ids[:, 1:], PAD, label_smoothing)
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                history.lrs.append(optimizer.param_groups[0]["lr"])
+                optimizer.step()
+                schedule.step()
+                history.losses.append(loss.item())
+                bar.update()
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+                if len(history.losses) == steps:
+                    break
+            epoch += 1
+    model.eval()
+    history.seconds = time.perf_counter() - start
+    return history
+
+
+@torch.no_grad()
+def perplexity(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
+               batch_size: int = 200) -> float:
+    """exp of the mean cross-entropy per predicted token (words and <eos>) over ``sentences``."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    with one_thread():
+        for ids in lm_batches(sentences, vocab, batch_size, shuffle=False):
+            ids = ids.to(device)  # (B, n)
+            targets = ids[:, 1:]
+            kept = int((targets != PAD).sum())
+            total += loss_fn(model(ids[:, :-1]), targets, PAD, 0.0).item() * kept  # a mean: times its count
+            count += kept
+    return math.exp(total / count)
+
+
+def unigram_perplexity(train: Sequence[str], test: Sequence[str], vocab: Vocab) -> float:
+    """The perplexity on ``test`` of the model that ignores context: each word (and <eos>) with
+    its frequency among the predicted tokens of ``train``. A language model must beat it."""
+    def tokens(sentences):
+        return [i for s in sentences for i in vocab.encode(s)[1:]]  # words and <eos>, no <bos>
+
+    counts = Counter(tokens(train))
+    total = sum(counts.values())
+    test_tokens = tokens(test)
+    unseen = [vocab.itos[i] for i in set(test_tokens) if i not in counts]
+    if unseen:
+        raise ValueError(f"unigram_perplexity: {unseen} never occur in train; their probability would be 0")
+    return math.exp(-sum(math.log(counts[i] / total) for i in test_tokens) / len(test_tokens))
+
+
+def decode(vocab: Vocab, ids: Sequence[int]) -> str:
+    """Ids -> words, <bos> and padding left out, stopping after the first <eos>."""
+    text = vocab.decode(ids)
+    return text + (" <eos>" if EOS in [int(i) for i in ids] else " ...")
+
+
+# ---------------------------------------------------------------- figures
+
+
+def loss_and_schedule(history: History, *, title: str = "Training", axes=None):
+    """Two panels: the loss of every step (with a running mean), and the learning rate."""
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+    loss_ax, lr_ax = axes
+    values = torch.tensor(history.losses, dtype=torch.float64)
+    loss_ax.plot(values.numpy(), color="tab:blue", alpha=0.35, label="one batch")
+    window = min(20, len(values))
+    if window > 1:
+        smooth = values.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
+        loss_ax.plot(range(window - 1, len(values)), smooth.numpy(), color="tab:blue",
+                     label=f"mean of {window} steps")
+    loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy", title=f"{title}: loss")
+    loss_ax.legend(fontsize=8)
+    lr_ax.plot(history.lrs, color="tab:orange")
+    lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate")
+    return axes
+
+
+def compare_losses(histories: Mapping[str, History], *, ax=None):
+    """The running mean (20 steps) of several trainings' losses, on one log-scale panel."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.2))
+    for name, history in histories.items():
+        values = torch.tensor(history.losses, dtype=torch.float64)
+        window = max(1, min(20, len(values)))
+        smooth = values.unfold(0, window, 1).mean(dim=1)
+        ax.plot(range(window - 1, len(values)), smooth.numpy(), label=name)
+    ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (mean of 20 steps)")
+    ax.legend(fontsize=8)
+    return ax
+
+
+def distributions(settings: Mapping[str, torch.Tensor], words: Sequence[str], *, top: int = 12,
+                  title: str = ""):
+    """One bar chart per setting of the same next-word distribution (V,), side by side.
+
+    The ``top`` most likely words of the first setting, in its order, on every panel, so
+    the panels compare word for word; the title says how many words keep any mass.
+    """
+    first_name, first = next(iter(settings.items()))
+    first = first.detach().double().cpu()
+    order = first.argsort(descending=True)[:top].tolist()
+    fig, axes = plt.subplots(1, len(settings), figsize=(2.6 * len(settings), 3.2), sharey=True)
+    for k, (ax, (name, probs)) in enumerate(zip(axes, settings.items())):
+        probs = probs.detach().double().cpu()
+        ax.bar(range(len(order)), probs[order].numpy(), color="tab:blue")
+        if k:  # the first setting's bars in outline, for comparison
+            ax.bar(range(len(order)), first[order].numpy(), color="none", edgecolor="gray", linewidth=0.8,
+                   label=first_name)
+            ax.legend(fontsize=7, loc="upper right")
+        kept = int((probs > 0).sum())
+        ax.set_xticks(range(len(order)), [words[i] for i in order], rotation=90, fontsize=8)
+        ax.set_title(f"{name}\n{kept} word{'s' if kept != 1 else ''} kept", fontsize=9)
+    axes[0].set_ylabel("probability of the next word")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,247 @@
+"""Visible check of ``GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0)``.
+
+The reference is PyTorch's own layers holding the learner's weights: ``F.embedding``, one
+``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` per block (the block's
+w_q, w_k, w_v stacked into its ``in_proj``), causal and key-padding masks, ``F.layer_norm``
+and the output layer as ``F.linear`` with the token embedding itself (tied).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.func import functional_call
+
+from course.checking import (
+    CheckFailure,
+    Mistake,
+    call_learner,
+    compare_outputs,
+    expect_tensor,
+    generator,
+    passed,
+    randn,
+    visible_check,
+    with_gradients,
+)
+
+HOW = ("Create, in this order: tok_embed = nn.Embedding(vocab_size, d_model), pos_embed = "
+       "nn.Embedding(max_len, d_model), blocks = nn.ModuleList of num_layers TransformerBlock(d_model, "
+       "num_heads, d_ff, dropout, norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
+       "nn.Linear(d_model, vocab_size, bias=False), then lm_head.weight = tok_embed.weight.")
+ORDER = ("tok_embed", "pos_embed", "blocks", "norm", "lm_head")
+NOT_TIED = Mistake("not_tied", "an output layer with its own weight (a copy, not tok_embed.weight itself)",
+                   "Tie them: self.lm_head.weight = self.tok_embed.weight (the same nn.Parameter).")
+NO_POSITIONS = Mistake("no_positions", "token embeddings without the position embeddings",
+                       "Add self.pos_embed(torch.arange(n, device=ids.device)) to self.tok_embed(ids).")
+SINUSOIDAL = Mistake("sinusoidal_positions", "fixed sinusoidal positions instead of the learned pos_embed",
+                     "GPT learns its positions: add self.pos_embed(torch.arange(n, device=ids.device)).")
+SCALED = Mistake("scaled_embeddings", "token embeddings multiplied by sqrt(d_model)",
+                 "A GPT does not scale its embeddings (that is the original Transformer's habit): "
+                 "x = tok_embed(ids) + pos_embed(positions).")
+POST_NORM = Mistake("post_norm", "post-norm blocks (norm_first=False)",
+                    "Create every block with TransformerBlock(..., norm_first=True).")
+NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output layer",
+                        "A pre-norm stack ends with one more norm: logits = lm_head(norm(x)).")
+MASKS = "Combine them: causal_mask(n, device=ids.device) & padding_mask(ids, self.pad_id)."
+PADDING_NOT_MASKED = Mistake("padding_not_masked", "a causal mask without the padding mask", MASKS)
+NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it", MASKS)
+PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of pad_id",
+                      "Mask the keys whose id is the model's pad_id: padding_mask(ids, self.pad_id).")
+MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
+            SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, NO_FINAL_NORM: {"final_norm": False},
+            PADDING_NOT_MASKED: {"padding": False}, NOT_CAUSAL: {"causal": False},
+            PAD_ID_ZERO: {"padding": 0}}
+
+
+@dataclass(frozen=True)
+class Config:
+    vocab_size: int
+    d_model: int
+    num_heads: int
+    d_ff: int
+    num_layers: int
+    max_len: int
+    pad_id: int
+
+    def args(self):
+        return (self.vocab_size, self.d_model, self.num_heads, self.d_ff, self.num_layers, self.max_len)
+
+    def shapes(self) -> dict[str, tuple]:
+        """The contract's parameters (the tied output weight is tok_embed.weight) and their shapes."""
+        d, d_ff = self.d_model, self.d_ff
+        block = {**{f"self_attn.w_{w}.{k}": (d, d) if k == "weight" else (d,) for w in "qkvo"
+                    for k in ("weight", "bias")},
+                 "ffn.linear1.weight": (d_ff, d), "ffn.linear1.bias": (d_ff,),
+                 "ffn.linear2.weight": (d, d_ff), "ffn.linear2.bias": (d,),
+                 **{f"norm{i}.{k}": (d,) for i in (1, 2) for k in ("weight", "bias")}}
+        return {"tok_embed.weight": (self.vocab_size, d), "pos_embed.weight": (self.max_len, d),
+                **{f"blocks.{i}.{k}": s for i in range(self.num_layers) for k, s in block.items()},
+                "norm.weight": (d,), "norm.bias": (d,)}
+
+
+CONFIG = Config(vocab_size=11, d_model=8, num_heads=2, d_ff=16, num_layers=2, max_len=7, pad_id=1)
+CASES = [  # name, B, n, padded positions at the end of row 0, dtype
+    ("float32, 2 sentences, row 0 ends with 2 pad_id's", 2, 6, 2, torch.float32),
+    ("float64, n = max_len", 2, 7, 3, torch.float64),
+]
+
+
+def fail(message: str, mistake: Mistake | None = None):
+    raise CheckFailure(message + (f"\n{mistake.sentence()}" if mistake else ""), mistake)
+
+
+def expect_layout(model, cfg: Config) -> None:
+    """The contract's submodules, in order, with their shapes, the tied output layer, no other parameter."""
+    if not isinstance(model, nn.Module):
+        fail(f"GPT(...) should create an nn.Module, not a {type(model).__name__}.")
+    kinds = {"tok_embed": nn.Embedding, "pos_embed": nn.Embedding, "blocks": nn.ModuleList,
+             "norm": nn.LayerNorm, "lm_head": nn.Linear}
+    for name, kind in kinds.items():
+        if not isinstance(getattr(model, name, None), kind):
+            fail(f"GPT needs self.{name}, an {kind.__name__}. {HOW}")
+    order = [name for name in model._modules if name in ORDER]
+    if order != list(ORDER):
+        fail(f"GPT creates its submodules in the order {', '.join(order)}: create them in the contract's "
+             f"order (so that a seed gives everyone the same model). {HOW}")
+    if len(model.blocks) != cfg.num_layers:
+        fail(f"GPT(num_layers={cfg.num_layers}) has {len(model.blocks)} blocks. {HOW}")
+    if model.lm_head.bias is not None:
+        fail(f"GPT.lm_head should have no bias (bias=False). {HOW}")
+    if model.lm_head.weight is not model.tok_embed.weight:
+        fail("GPT.lm_head.weight is not tok_embed.weight.", NOT_TIED)
+    if model.norm.eps != 1e-5:
+        fail(f"GPT.norm has eps={model.norm.eps}: use nn.LayerNorm(d_model)'s default eps=1e-5.")
+    have, want = dict(model.named_parameters()), cfg.shapes()
+    missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+    if missing or extra:
+        detail = "; ".join(p for p in (f"missing {', '.join(missing)}" if missing else "",
+                                       f"unexpected {', '.join(extra)}" if extra else "") if p)
+        fail(f"GPT has the wrong parameters ({detail}). {HOW}")
+    for name, shape in want.items():
+        if tuple(have[name].shape) != shape:
+            fail(f"GPT: parameter {name} has shape {tuple(have[name].shape)}, expected {shape}. {HOW}")
+
+
+def seeded_values(cfg: Config, seed: int, dtype, device="cpu") -> dict[str, torch.Tensor]:
+    """Seeded values for every parameter (norm weights around 1), the same on every machine."""
+    g = generator(seed + 104729)
+    def norm_weight(name):
+        return name.endswith(".weight") and name.split(".")[-2].startswith("norm")
+    return {name: randn(shape, g, dtype, device, 0.5) + (1 if norm_weight(name) else 0)
+            for name, shape in cfg.shapes().items()}
+
+
+def load(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, nn.Parameter]:
+    """Copy ``values`` into the learner's parameters; returns them by name, to collect gradients."""
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, value in values.items():
+            params[name].copy_(value)
+    return {name: params[name] for name in values}
+
+
+def make_ids(cfg: Config, B: int, n: int, padded: int, seed: int, device="cpu") -> torch.Tensor:
+    """(B, n) ids with no pad_id but the last ``padded`` of row 0."""
+    ids = torch.randint(0, cfg.vocab_size - 1, (B, n), generator=generator(seed))
+    ids = ids + (ids >= cfg.pad_id).long()  # skips pad_id
+    ids[0, n - padded:] = cfg.pad_id
+    return ids.to(device)
+
+
+@functools.cache
+def _layer(d: int, h: int, d_ff: int, norm_first: bool) -> nn.Module:
+    """A parameter-less template: functional_call supplies every weight."""
+    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+    return layer.train()  # dropout is 0; train() keeps PyTorch off its fused inference path
+
+
+def _sinusoidal(n: int, d: int, like: torch.Tensor) -> torch.Tensor:
+    position = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1)
+    omega = torch.pow(10000.0, -torch.arange(0, d, 2, dtype=torch.float64) / d)  # (ceil(d / 2),)
+    table = torch.stack([(position * omega).sin(), (position * omega).cos()], dim=-1).flatten(-2)[:, :d]
+    return table.to(like.device, like.dtype)  # (n, d)
+
+
+def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config, *,
+                     positions="learned", scale=False, norm_first=True, final_norm=True, causal=True,
+                     padding=True) -> torch.Tensor:
+    """The logits through PyTorch's layers holding ``p``; the keywords switch on known mistakes."""
+    n, d = ids.shape[1], cfg.d_model
+    x = F.embedding(ids, p["tok_embed.weight"]) * (math.sqrt(d) if scale else 1)  # (B, n, d)
+    if positions == "learned":
+        x = x + p["pos_embed.weight"][:n]
+    elif positions == "sinusoidal":
+        x = x + _sinusoidal(n, d, x)
+    blocked = torch.ones(n, n, dtype=torch.bool, device=ids.device).triu(1) if causal else None  # (n, n)
+    pad_id = cfg.pad_id if padding is True else padding  # an id: the mistake of another pad_id
+    padded = None if padding is False else (ids == pad_id)  # (B, n), True = ignored
+    layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first)
+    for i in range(cfg.num_layers):
+        b = {k.removeprefix(f"blocks.{i}."): v for k, v in p.items() if k.startswith(f"blocks.{i}.")}
+        weights = {"self_attn.in_proj_weight": torch.cat([b[f"self_attn.w_{w}.weight"] for w in "qkv"]),
+                   "self_attn.in_proj_bias": torch.cat([b[f"self_attn.w_{w}.bias"] for w in "qkv"]),
+                   "self_attn.out_proj.weight": b["self_attn.w_o.weight"],
+                   "self_attn.out_proj.bias": b["self_attn.w_o.bias"],
+                   **{f"{k}.{t}": b[f"ffn.{k}.{t}" if k.startswith("linear") else f"{k}.{t}"]
+                      for k in ("linear1", "linear2", "norm1", "norm2") for t in ("weight", "bias")}}
+        x = functional_call(layer, weights, (x,), {"src_mask": blocked, "src_key_padding_mask": padded})
+    if final_norm:
+        x = F.layer_norm(x, (d,), p["norm.weight"], p["norm.bias"])
+    return F.linear(x, p["tok_embed.weight"])  # (B, n, vocab_size): the tied output layer
+
+
+def outputs(forward, leaves: dict[str, torch.Tensor], seed: int):
+    """``forward()``'s logits with the gradients of every parameter."""
+    return with_gradients(lambda: (forward(),), ("output",), leaves, seed)
+
+
+def reference_outputs(values: dict[str, torch.Tensor], ids, cfg: Config, seed: int):
+    leaves = {k: v.detach().clone().requires_grad_() for k, v in values.items()}
+    return outputs(lambda: reference_logits(leaves, ids, cfg), leaves, seed)
+
+
+def variants(values: dict[str, torch.Tensor], ids, cfg: Config) -> dict:
+    """Each known mistake's logits on these weights and ids (no gradients: they only name a mistake)."""
+    def run(changes):
+        with torch.no_grad():
+            return {"output": reference_logits(values, ids, cfg, **changes)}
+    return {m: functools.partial(run, changes) for m, changes in MISTAKES.items()}
+
+
+def learner_outputs(model, values, ids, where: str, seed: int):
+    params = load(model, values)
+    model.zero_grad()
+
+    def forward():
+        return expect_tensor(call_learner("GPT.forward", where, model, ids), "GPT.forward", where)
+    return outputs(forward, params, seed)
+
+
+def build(GPT, cfg: Config, where: str):
+    args = ", ".join(map(str, cfg.args()))
+    model = call_learner("GPT", f"GPT({args}, pad_id={cfg.pad_id})", GPT, *cfg.args(), pad_id=cfg.pad_id)
+    expect_layout(model, cfg)
+    return model
+
+
+@visible_check
+def check_GPT(GPT) -> None:
+    """Layout and tied weights, then logits and gradients against PyTorch's layers with the same weights."""
+    model = build(GPT, CONFIG, "")
+    for seed, (case, B, n, padded, dtype) in enumerate(CASES):
+        where = f"case '{case}'"
+        model = model.to(dtype)
+        values = seeded_values(CONFIG, seed, dtype)
+        ids = make_ids(CONFIG, B, n, padded, seed)
+        got = learner_outputs(model, values, ids, where, seed)
+        compare_outputs(got, reference_outputs(values, ids, CONFIG, seed), "GPT", where,
+                        against="nn.TransformerEncoderLayer(norm_first=True) blocks with the same weights",
+                        variants=variants(values, ids, CONFIG))
+    passed("GPT has learned positions, pre-norm blocks, a final norm and a tied output layer; its logits and "
+           "gradients match PyTorch's layers, with the causal and padding masks.")

@@ -1,0 +1,117 @@
+"""next_token_probs: right answers written differently, and planted bugs."""
+
+import torch
+
+from course.visible.s10_7.next_token_probs import (
+    GREEDY_TIES_SPLIT,
+    NOT_RENORMALISED,
+    TEMPERATURE_MULTIPLIED,
+    TOP_K_TIES_SPLIT,
+    TOP_P_BEFORE_TEMPERATURE,
+    TOP_P_BEFORE_TOP_K,
+    TOP_P_DROPS_CROSSING,
+    TOP_P_TIES_SPLIT,
+    ZERO_TEMPERATURE,
+)
+from tests.answers import bug, right
+
+EXERCISE = "next_token_probs"
+
+
+def _greedy(logits):
+    return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
+
+
+def _keep_top_k(probs, k, split_ties=False):
+    k = min(k, probs.shape[-1])
+    if split_ties:
+        index = probs.topk(k, dim=-1).indices
+        return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, True)
+    return probs >= probs.topk(k, dim=-1).values[..., -1:]
+
+
+def _keep_top_p(probs, p, kind="ok"):
+    """kind: "ok" (strictly more likely mass < p), "crossing" (without the shift), "sorted" (rank by rank)."""
+    ordered, index = probs.sort(dim=-1, descending=True, stable=True)
+    cumulative = ordered.cumsum(-1)
+    if kind == "crossing":
+        return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative < p)
+    if kind == "sorted":
+        return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative - ordered < p)
+    ahead = (probs[..., None, :] > probs[..., :, None]).to(probs.dtype) @ probs[..., :, None]  # (..., V, 1)
+    return ahead[..., 0] < p
+
+
+def _renorm(probs, keep, renormalise=True):
+    kept = probs.masked_fill(~keep, 0.0)
+    return kept / kept.sum(-1, keepdim=True) if renormalise else kept
+
+
+def make(*, k_split=False, p_kind="ok", p_first=False, times=False, renormalise=True, greedy_split=False,
+         choose_at_one=False, no_greedy=False):
+    def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
+        if temperature == 0 and not no_greedy:
+            if greedy_split:
+                ties = logits == logits.amax(-1, keepdim=True)
+                return ties.to(logits.dtype) / ties.sum(-1, keepdim=True)
+            return _greedy(logits)
+        probs = torch.softmax(logits * temperature if times else logits / temperature, dim=-1)
+        chooser = torch.softmax(logits, dim=-1) if choose_at_one else probs
+        steps = [("p", top_p), ("k", top_k)] if p_first else [("k", top_k), ("p", top_p)]
+        for kind, value in steps:
+            if value is None:
+                continue
+            keep = (_keep_top_k(chooser, value, k_split) if kind == "k"
+                    else _keep_top_p(chooser, value, p_kind))
+            probs = _renorm(probs, keep, renormalise)
+            chooser = _renorm(chooser, keep) if choose_at_one else probs
+        return probs
+    return next_token_probs
+
+
+def per_row_loop(logits, temperature=1.0, top_k=None, top_p=None):
+    """Row by row in Python, on sorted lists."""
+    rows = logits.reshape(-1, logits.shape[-1])
+    out = torch.zeros_like(rows)
+    for r, row in enumerate(rows):
+        if temperature == 0:
+            out[r, int(row.argmax())] = 1.0
+            continue
+        probs = torch.softmax(row / temperature, dim=-1)
+        values = probs.tolist()
+        keep = [True] * len(values)
+        if top_k is not None:
+            keep = [sum(w > v for w in values) < top_k for v in values]
+            probs = probs * torch.tensor(keep, dtype=probs.dtype, device=probs.device)
+            probs = probs / probs.sum()
+            values = probs.tolist()
+        if top_p is not None:
+            keep = [sum(w for w in values if w > v) < top_p for v in values]
+            probs = probs * torch.tensor(keep, dtype=probs.dtype, device=probs.device)
+            probs = probs / probs.sum()
+        out[r] = probs
+    return out.reshape(logits.shape)
+
+
+def always_float32(logits, temperature=1.0, top_k=None, top_p=None):
+    return make()(logits.float(), temperature, top_k, top_p)
+
+
+def answers(solution):
+    return [
+        right("solution", solution["next_token_probs"]),
+        right("pairwise mass, topk threshold", make()),
+        right("per_row_loop", per_row_loop),
+        bug("top-p drops the crossing token", make(p_kind="crossing"), hidden="differs",
+            mistake=TOP_P_DROPS_CROSSING),
+        bug("top-p before the temperature", make(choose_at_one=True), mistake=TOP_P_BEFORE_TEMPERATURE),
+        bug("top-p before top-k", make(p_first=True), mistake=TOP_P_BEFORE_TOP_K),
+        bug("top-k splits ties", make(k_split=True), mistake=TOP_K_TIES_SPLIT),
+        bug("top-p splits ties", make(p_kind="sorted"), mistake=TOP_P_TIES_SPLIT),
+        bug("temperature multiplied", make(times=True), mistake=TEMPERATURE_MULTIPLIED),
+        bug("not renormalised", make(renormalise=False), mistake=NOT_RENORMALISED),
+        bug("greedy shares ties", make(greedy_split=True), mistake=GREEDY_TIES_SPLIT),
+        bug("temperature 0 divides by zero", make(no_greedy=True), hidden="inf or NaN at temperature 0",
+            mistake=ZERO_TEMPERATURE),
+        bug("always float32", always_float32, hidden="keep the logits' dtype"),
+    ]

@@ -1,0 +1,121 @@
+"""RMSNorm: right answers written differently, and planted bugs."""
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from course.visible.s10_7.rms_norm import (
+    EPS_OUTSIDE,
+    LAYER_NORM,
+    MEAN_OVER_ALL,
+    NO_SQRT,
+    NO_WEIGHT,
+    SUM_SQUARES,
+)
+from tests.answers import DEVICE, REFERENCE, bug, right
+
+EXERCISE = "RMSNorm"
+
+
+class Base(nn.Module):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+
+class Divide(Base):
+    """x divided by sqrt(mean square + eps)."""
+
+    def forward(self, x):
+        return self.weight * x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.eps)
+
+
+class FromNorm(Base):
+    """The mean square from the vector norm: ||x||² / d."""
+
+    def forward(self, x):
+        mean_square = x.norm(dim=-1, keepdim=True) ** 2 / x.shape[-1]
+        return x * (mean_square + self.eps) ** -0.5 * self.weight
+
+
+class LayerNormLike(Base):
+    def forward(self, x):
+        centred = x - x.mean(-1, keepdim=True)
+        return centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class EpsOutside(Base):
+    def forward(self, x):
+        return x / (x.pow(2).mean(-1, keepdim=True).sqrt() + self.eps) * self.weight
+
+
+class NoSqrt(Base):
+    def forward(self, x):
+        return x / (x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class SumOfSquares(Base):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + self.eps) * self.weight
+
+
+class WeightUnused(Base):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class MeanOverEverything(Base):
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean() + self.eps) * self.weight
+
+
+class CallsRmsNorm(Base):
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
+
+
+class WithBias(Divide):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps)
+        self.bias = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x):
+        return super().forward(x) + self.bias
+
+
+class RandomStart(Divide):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps)
+        self.weight = nn.Parameter(torch.randn(d_model))
+
+
+class InFloat32(Base):
+    def forward(self, x):
+        x = x.float()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
+
+
+class FixedDevice(Base):
+    def forward(self, x):
+        eps = torch.full((1,), self.eps, dtype=x.dtype)  # on the CPU whatever x's device
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
+
+
+def answers(solution):
+    return [
+        right("solution", solution["RMSNorm"]),
+        right("RMSNormDivide", Divide),
+        right("RMSNormFromNorm", FromNorm),
+        bug("LayerNorm (mean removed)", LayerNormLike, hidden="differs", mistake=LAYER_NORM),
+        bug("eps outside the sqrt", EpsOutside, mistake=EPS_OUTSIDE),
+        bug("no sqrt", NoSqrt, mistake=NO_SQRT),
+        bug("sum of squares", SumOfSquares, mistake=SUM_SQUARES),
+        bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
+        bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
+        bug("calls F.rms_norm", CallsRmsNorm, hidden="No credit.*rms_norm", only=REFERENCE),
+        bug("with a bias", WithBias, hidden="bias"),
+        bug("weight starts random", RandomStart, hidden="start as ones"),
+        bug("computes in float32", InFloat32, hidden="dtype of x"),
+        bug("eps on a fixed device", FixedDevice, hidden="without a device", only=DEVICE),
+    ]

@@ -1,0 +1,110 @@
+"""warmup_cosine_lr: right answers written differently, and planted bugs."""
+
+import math
+
+import numpy as np
+import torch
+
+from course.visible.s10_7.warmup_cosine_lr import (
+    COSINE_OVER_TOTAL,
+    COSINE_TO_ZERO,
+    DECAY_ONE_SHORT,
+    NO_FLOOR,
+    WARMUP_FROM_ZERO,
+    WARMUP_ONE_LONG,
+)
+from tests.answers import bug, right
+
+EXERCISE = "warmup_cosine_lr"
+
+
+def lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """The decay's progress clamped to 1: the floor falls out of the cosine."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps * peak_lr
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_lr + (peak_lr - min_lr) * (math.cos(math.pi * progress) + 1) / 2
+
+
+def lr_numpy(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """numpy's cosine: a numpy float, which LambdaLR takes too."""
+    if step >= total_steps:
+        return min_lr
+    if step >= warmup_steps:
+        t = (step - warmup_steps) / (total_steps - warmup_steps)
+        return min_lr + 0.5 * (peak_lr - min_lr) * (1 + np.cos(np.pi * t))
+    return peak_lr * (step + 1) / warmup_steps
+
+
+def lr_tensor(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    return torch.tensor(lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr))
+
+
+def lr_warmup_ratio(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """min(1, ...) divides by warmup_steps even when there is no warm-up."""
+    warm = min(1.0, (step + 1) / warmup_steps)
+    if warm < 1.0:
+        return peak_lr * warm
+    return lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr)
+
+
+def _cosine(step, peak_lr, start, span, low):
+    return low + (peak_lr - low) * 0.5 * (1 + math.cos(math.pi * (step - start) / span))
+
+
+def warmup_from_zero(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return peak_lr * step / warmup_steps
+    return min_lr if step >= total_steps else _cosine(step, peak_lr, warmup_steps, total_steps - warmup_steps,
+                                                      min_lr)
+
+
+def warmup_one_long(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step <= warmup_steps and warmup_steps > 0:
+        return peak_lr * (step + 1) / warmup_steps
+    return min_lr if step >= total_steps else _cosine(step, peak_lr, warmup_steps, total_steps - warmup_steps,
+                                                      min_lr)
+
+
+def cosine_to_zero(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    if step >= total_steps:
+        return min_lr
+    return peak_lr * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / (total_steps - warmup_steps)))
+
+
+def cosine_over_total(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    return min_lr if step >= total_steps else _cosine(step, peak_lr, warmup_steps, total_steps, min_lr)
+
+
+def decay_one_short(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    if step >= total_steps - 1:
+        return min_lr
+    return _cosine(step, peak_lr, warmup_steps, total_steps - warmup_steps - 1, min_lr)
+
+
+def no_floor(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    return _cosine(step, peak_lr, warmup_steps, total_steps - warmup_steps, min_lr)
+
+
+def answers(solution):
+    return [
+        right("solution", solution["warmup_cosine_lr"]),
+        right("lr_clamped", lr_clamped),
+        right("lr_numpy", lr_numpy),
+        bug("warm-up from 0", warmup_from_zero, hidden="differs", mistake=WARMUP_FROM_ZERO),
+        bug("warm-up one step long", warmup_one_long, mistake=WARMUP_ONE_LONG),
+        bug("cosine to 0", cosine_to_zero, mistake=COSINE_TO_ZERO),
+        bug("cosine over total_steps", cosine_over_total, mistake=COSINE_OVER_TOTAL),
+        bug("decay ends a step early", decay_one_short, mistake=DECAY_ONE_SHORT),
+        bug("no floor after total_steps", no_floor, mistake=NO_FLOOR),
+        bug("returns a tensor", lr_tensor, hidden="plain Python float"),
+        bug("divides by warmup_steps=0", lr_warmup_ratio, hidden="ZeroDivisionError"),
+    ]
