@@ -15,7 +15,7 @@ from tests.conftest import ROOT
 from tests.submissions import planted
 
 #: One file of each kind of grading code; editing any must change the fingerprint.
-EDITED = ["grader/checks/s10_2.py", "grader/checks/common.py", "grader/checks/core.py",
+EDITED = ["grader/checks/s10_2/softmax.py", "grader/checks/common.py", "grader/checks/core.py",
           "grader/autograde/job.py", "grader/autograde/verify.py", "grader/nbgrader_config.py",
           "course/testing.py", "course/plotting.py"]
 
@@ -74,7 +74,7 @@ def test_rerun_regrades_everything_when_the_grading_code_changed(tmp_path, monke
     assert autograde(root, out, options).graded == len(students)
     again = autograde(root, out, options)
     assert (again.graded, again.skipped) == (0, len(students))
-    for edited in ("grader/checks/s10_3.py", "course/example.py"):
+    for edited in ("grader/checks/s10_3/multi_head_attention.py", "course/example.py"):
         path = packages[0].parent / edited
         path.write_text(path.read_text() + "\n# edited\n")
         changed = autograde(root, out, options)

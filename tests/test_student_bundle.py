@@ -152,7 +152,10 @@ def test_a_staged_release_holds_only_the_sections_due(staged):
     assert not any(p.startswith("data/") for p in week2), "10.1-10.2 use no data"
     helpers = sorted(p for p in week2 if p.startswith("course/"))
     assert "course/translation.py" not in helpers and "course/figures_block.py" not in helpers
-    assert {"course/__init__.py", "course/testing.py", "course/plotting.py"} <= set(helpers)
+    assert {"course/__init__.py", "course/checking/__init__.py", "course/plotting.py"} <= set(helpers)
+    # a section's visible checks are found at import time, one module per exercise: all shipped
+    assert {"course/visible/s10_1/qkv_projections.py", "course/visible/s10_2/softmax.py"} <= set(helpers)
+    assert not any(p.startswith("course/visible/s10_3") for p in helpers)
     readme = week2["README.md"].decode()
     assert readme.count("colab-badge.svg") == 2 and "10.3" not in readme
     assert json.loads(week2[bundle.RELEASE_FILE])["through"] == "10.2"

@@ -164,6 +164,14 @@ def module_file(package: Path, module: str) -> Path | None:
     return None
 
 
+def gathered_modules(path: Path) -> list[Path]:
+    """The modules a package finds at import time (``gather_checks``, as ``course.visible.s10_1``
+    does), which no import statement names: all of its own, when ``path`` is its ``__init__``."""
+    if path.name != "__init__.py" or "gather_checks(" not in path.read_text():
+        return []
+    return sorted(path.parent.glob("*.py"))
+
+
 def helper_files(notebooks: list[Path], package: Path) -> set[Path]:
     """The files of ``package`` (``course/``) the notebooks import, directly or not."""
     todo = [parse_code(text) for nb in notebooks for text in code_cells(nb)]
@@ -173,10 +181,12 @@ def helper_files(notebooks: list[Path], package: Path) -> set[Path]:
         for module, names in course_imports(todo.pop()):
             candidates = [module_file(package, module)]
             candidates += [module_file(package, f"{module}.{n}") for n in names]  # from course import x
-            for path in candidates:
+            while candidates:
+                path = candidates.pop()
                 while path is not None and path not in needed:
                     needed.add(path)
                     todo.append(ast.parse(path.read_text()))
+                    candidates += gathered_modules(path)
                     init = path.parent / "__init__.py"  # a subpackage needs its __init__
                     path = init if init.is_file() and path != init else None
     needed |= {p for p in package.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}

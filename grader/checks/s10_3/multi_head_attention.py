@@ -1,4 +1,4 @@
-"""Hidden checks for 10.3 Multi-head attention.
+"""Hidden check of ``MultiHeadAttention``.
 
 Reference: ``nn.MultiheadAttention(batch_first=True)`` with the learner's (seeded) weights
 copied in (``in_proj_weight`` = cat of w_q, w_k, w_v; ``out_proj`` = w_o),
@@ -11,17 +11,17 @@ import math
 
 import torch
 
-from grader.checks.common import case_mask, reference_merge, reference_split
-from grader.checks.core import (
-    Case,
-    Mistake,
-    Outputs,
-    call_learner,
-    expect_tensor,
-    expect_tuple,
-    generator,
-    randn,
+from course.visible.s10_3.multi_head_attention import (
+    D_MODEL,
+    HOW,
+    INVERTED,
+    MERGE,
+    NO_W_O,
+    PROJECTIONS,
+    SPLIT,
 )
+from grader.checks.common import case_mask, reference_merge, reference_split
+from grader.checks.core import Case, Outputs, call_learner, expect_tuple, generator, randn
 from grader.checks.exercise import (
     Exercise,
     build_module,
@@ -29,87 +29,13 @@ from grader.checks.exercise import (
     expect_value_error,
     forward_backward,
     load_parameters,
+    registered,
     seeded_parameters,
 )
 from grader.checks.tripwire import ATTENTION
 
-# ---------------------------------------------------------------- split and merge
-
-HEAD_CASES = [  # B, n, d_model, h: all different where possible
-    Case("B=2, n=3, d_model=12, h=4", 500, {"shape": (2, 3, 12), "h": 4}),
-    Case("B=3, n=5, d_model=6, h=2", 501, {"shape": (3, 5, 6), "h": 2}),
-    Case("one head", 502, {"shape": (2, 3, 8), "h": 1}),
-    Case("one feature per head", 503, {"shape": (2, 3, 4), "h": 4}),
-    Case("float32", 504, {"shape": (2, 3, 12), "h": 3}, dtype=torch.float32),
-]
-
-
-def _split_input(case, device):
-    return randn(case.params["shape"], generator(case.seed), case.dtype, device).requires_grad_()
-
-
-def _merge_input(case, device):
-    B, n, d = case.params["shape"]
-    h = case.params["h"]
-    return randn((B, h, n, d // h), generator(case.seed), case.dtype, device).requires_grad_()
-
-
-def _split_with(fn, case, device) -> Outputs:
-    x = _split_input(case, device)
-    return forward_backward(lambda: (fn(x, case.params["h"]),), ("output",), {"x": x}, case.seed)
-
-
-def _merge_with(fn, case, device) -> Outputs:
-    x = _merge_input(case, device)
-    return forward_backward(lambda: (fn(x),), ("output",), {"x": x}, case.seed)
-
-
-TRANSPOSE_HINT = ("Reshape to (B, n, h, d_h) first, then swap the sequence and head axes "
-                  "with .transpose(1, 2).")
-
-
-class SplitHeads(Exercise):
-    name = "split_heads"
-    mistakes = {"no_transpose": Mistake(
-        "a reshape straight to (B, h, n, d_h) without the transpose", TRANSPOSE_HINT,
-        lambda c, d: _split_with(lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), c, d))}
-
-    def cases(self):
-        return HEAD_CASES
-
-    def run(self, impl, case, device):
-        def learner(x, h):
-            return expect_tensor(call_learner(self.name, self.forbidden, case, impl, x, h),
-                                 "split_heads's result", case)
-        return _split_with(learner, case, device)
-
-    def reference(self, case, device):
-        return _split_with(reference_split, case, device)
-
-
-class MergeHeads(Exercise):
-    name = "merge_heads"
-    mistakes = {"no_transpose": Mistake(
-        "a reshape straight to (B, n, h * d_h) without the transpose",
-        "Swap the head and sequence axes back with .transpose(1, 2), then .reshape(B, n, h * d_h).",
-        lambda c, d: _merge_with(lambda x: x.reshape(x.shape[0], x.shape[2], -1), c, d))}
-
-    def cases(self):
-        return HEAD_CASES
-
-    def run(self, impl, case, device):
-        def learner(x):
-            return expect_tensor(call_learner(self.name, self.forbidden, case, impl, x),
-                                 "merge_heads's result", case)
-        return _merge_with(learner, case, device)
-
-    def reference(self, case, device):
-        return _merge_with(reference_merge, case, device)
-
-
-# ---------------------------------------------------------------- the module
-
-MHA_CASES = [  # B, n_q, n_k, d_model, h
+NAMES = ("output", "weights")
+CASES = [  # B, n_q, n_k, d_model, h
     Case("self-attention, B=2, n=3, d_model=12, h=4", 600, {"dims": (2, 3, 3, 12, 4), "mask": "none"}),
     Case("cross-attention, n_q=3, n_k=5", 601, {"dims": (2, 3, 5, 12, 4), "mask": "none"}),
     Case("cross-attention, bias=False", 602, {"dims": (2, 3, 5, 12, 3), "mask": "none", "bias": False}),
@@ -117,13 +43,8 @@ MHA_CASES = [  # B, n_q, n_k, d_model, h
     Case("cross-attention, padding mask", 604, {"dims": (3, 3, 5, 8, 2), "mask": "padding"}),
     Case("padding and causal mask", 605, {"dims": (2, 5, 5, 12, 3), "mask": "padding+causal"}),
     Case("one head", 606, {"dims": (2, 3, 5, 6, 1), "mask": "random"}),
-    Case("float32, causal mask", 607, {"dims": (2, 5, 5, 12, 4), "mask": "causal"},
-         dtype=torch.float32),
+    Case("float32, causal mask", 607, {"dims": (2, 5, 5, 12, 4), "mask": "causal"}, dtype=torch.float32),
 ]
-
-HOW = ("Create self.w_q, self.w_k, self.w_v, self.w_o = nn.Linear(d_model, d_model, bias=bias), "
-       "in that order.")
-PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")
 
 
 def _parameter_shapes(d_model: int, bias: bool) -> dict[str, tuple]:
@@ -166,7 +87,7 @@ def _torch_mha(case, device) -> Outputs:
         return mha(x["query"], x["key"], x["value"], attn_mask=blocked, need_weights=True,
                    average_attn_weights=False)
 
-    outputs = forward_backward(call, ("output", "weights"), leaves, case.seed)
+    outputs = forward_backward(call, NAMES, leaves, case.seed)
     grad_in = outputs.pop("grad in_proj_weight").chunk(3)
     outputs.update({f"grad {w}.weight": g for w, g in zip(("w_q", "w_k", "w_v"), grad_in)})
     return outputs
@@ -198,37 +119,23 @@ def _functional_mha(case, device, *, split="ok", merge="ok", out_proj=True, scal
         out = out.reshape(B, n_q, d_model) if merge == "no_transpose" else reference_merge(out)
         return (linear(out, "w_o") if out_proj else out), weights
 
-    return forward_backward(call, ("output", "weights"), leaves, case.seed)
+    return forward_backward(call, NAMES, leaves, case.seed)
 
 
-def _mistake(description, hint, **switch):
-    return Mistake(description, hint, lambda c, d: _functional_mha(c, d, **switch))
+def _switched(**switch):
+    return lambda case, device: _functional_mha(case, device, **switch)
 
 
-MHA_MISTAKES = {
-    "split": _mistake("splitting the heads without the transpose", TRANSPOSE_HINT,
-                      split="no_transpose"),
-    "merge": _mistake("merging the heads without the transpose",
-                      "Transpose (B, h, n, d_h) back to (B, n, h, d_h) before reshaping.",
-                      merge="no_transpose"),
-    "no_w_o": _mistake("a missing output projection W_O",
-                       "Mix the concatenated heads with self.w_o at the end.", out_proj=False),
-    "d_model": _mistake("scaling by sqrt(d_model) instead of sqrt(d_k) of one head",
-                        "Each head has d_k = d_model // num_heads features: scale by sqrt(d_k).",
-                        scale="d_model"),
-    "inverted": _mistake("the mask inverted",
-                         "True means *may attend* (nn.MultiheadAttention uses the opposite!).",
-                         invert=True),
-}
-
-
+@registered
 class MultiHeadAttentionModule(Exercise):
     name = "MultiHeadAttention"
     forbidden = ATTENTION
-    mistakes = MHA_MISTAKES
+    mistakes = {SPLIT: _switched(split="no_transpose"), MERGE: _switched(merge="no_transpose"),
+                NO_W_O: _switched(out_proj=False), D_MODEL: _switched(scale="d_model"),
+                INVERTED: _switched(invert=True)}
 
     def cases(self):
-        return MHA_CASES
+        return CASES
 
     def run(self, impl, case, device):
         B, n_q, n_k, d_model, h = case.params["dims"]
@@ -238,19 +145,18 @@ class MultiHeadAttentionModule(Exercise):
         params = load_parameters(module.to(device), p, self.name, HOW)
 
         def call():
-            out = call_learner(self.name, self.forbidden, case, module, x["query"], x["key"],
-                               x["value"], mask=mask)
-            return expect_tuple(out, ("output", "weights"), f"{self.name}.forward", case)
+            out = call_learner(self.name, self.forbidden, case, module, x["query"], x["key"], x["value"],
+                               mask=mask)
+            return expect_tuple(out, NAMES, f"{self.name}.forward", case)
 
         leaves = {**x, **{k: v for k, v in params.items() if k.endswith("weight")}}
-        return forward_backward(call, ("output", "weights"), leaves, case.seed)
+        return forward_backward(call, NAMES, leaves, case.seed)
 
     def reference(self, case, device):
         return _torch_mha(case, device)
 
     def extra_checks(self, impl, device):
-        expect_value_error(self.name, lambda: impl(10, 3), "when d_model=10 is not divisible "
-                           "by num_heads=3")
+        expect_value_error(self.name, lambda: impl(10, 3), "when d_model=10 is not divisible by num_heads=3")
 
         def on(dev):
             module = impl(8, 2).to(dev)
@@ -258,12 +164,3 @@ class MultiHeadAttentionModule(Exercise):
             module(x, x, x, mask=torch.ones(3, 3, dtype=torch.bool, device=dev))
 
         check_device_independence(self.name, on)
-
-
-split_heads = SplitHeads()
-merge_heads = MergeHeads()
-multi_head_attention = MultiHeadAttentionModule()
-EXERCISES = [split_heads, merge_heads, multi_head_attention]
-check_split_heads = split_heads.check
-check_merge_heads = merge_heads.check
-check_MultiHeadAttention = multi_head_attention.check

@@ -1,0 +1,39 @@
+"""dot_product_variance: right answers written differently, and planted bugs."""
+
+import math
+
+import torch
+
+from tests.answers import bug, right
+
+EXERCISE = "dot_product_variance"
+
+
+def variance_as_tensor(d_k, num_samples=10_000, scaled=False):
+    dots = (torch.randn(num_samples, d_k) * torch.randn(num_samples, d_k)).sum(-1)
+    return (dots / math.sqrt(d_k) if scaled else dots).var()  # a 0-d tensor is a number too
+
+
+def variance_no_scaling(d_k, num_samples=10_000, scaled=False):
+    q, k = torch.randn(num_samples, d_k), torch.randn(num_samples, d_k)
+    return (q * k).sum(-1).var().item()
+
+
+def variance_scaled_by_dk(d_k, num_samples=10_000, scaled=False):
+    dots = (torch.randn(num_samples, d_k) * torch.randn(num_samples, d_k)).sum(-1)
+    return (dots / d_k if scaled else dots).var().item()
+
+
+def variance_uniform(d_k, num_samples=10_000, scaled=False):
+    dots = (torch.rand(num_samples, d_k) * torch.rand(num_samples, d_k)).sum(-1)
+    return (dots / math.sqrt(d_k) if scaled else dots).var().item()
+
+
+def answers(solution):
+    return [
+        right("solution", solution["dot_product_variance"]),
+        right("a 0-d tensor", variance_as_tensor),
+        bug("variance_no_scaling", variance_no_scaling, hidden="Divide each dot product by sqrt"),
+        bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden="Divide each dot product by sqrt"),
+        bug("variance_uniform", variance_uniform, hidden="standard normal"),
+    ]

@@ -1,0 +1,73 @@
+"""softmax: right answers written differently, and planted bugs."""
+
+import torch
+
+from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS
+from tests.answers import REFERENCE, bug, right
+
+EXERCISE = "softmax"
+
+
+def softmax_logsumexp(x, dim=-1):
+    return (x - x.logsumexp(dim, keepdim=True)).exp()
+
+
+def softmax_max_values(x, dim=-1):
+    e = torch.exp(x - torch.max(x, dim=dim, keepdim=True).values)
+    return e / torch.sum(e, dim=dim, keepdim=True)
+
+
+def softmax_naive(x, dim=-1):
+    e = x.exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def softmax_last_axis(x, dim=-1):
+    e = (x - x.amax(-1, keepdim=True)).exp()
+    return e / e.sum(-1, keepdim=True)
+
+
+def softmax_global(x, dim=-1):
+    e = (x - x.max()).exp()
+    return e / e.sum()
+
+
+def softmax_torch(x, dim=-1):
+    return torch.softmax(x, dim)
+
+
+def softmax_method(x, dim=-1):
+    return x.softmax(dim)
+
+
+def softmax_no_keepdim(x, dim=-1):
+    e = (x - x.amax(dim)).exp()
+    return e / e.sum(dim)
+
+
+def softmax_dim1(x, dim=-1):
+    """The axis fixed to 1."""
+    e = (x - x.amax(1, keepdim=True)).exp()
+    return e / e.sum(1, keepdim=True)
+
+
+def softmax_unsqueeze_last(x, dim=-1):
+    """keepdim replaced by unsqueeze(-1): right only for the last axis."""
+    e = (x - x.max(dim).values.unsqueeze(-1)).exp()
+    return e / e.sum(dim).unsqueeze(-1)
+
+
+def answers(solution):
+    return [
+        right("solution", solution["softmax"]),
+        right("softmax_logsumexp", softmax_logsumexp),
+        right("softmax_max_values", softmax_max_values),
+        bug("softmax_naive", softmax_naive, hidden="inf or NaN.*subtract the maximum"),
+        bug("softmax_last_axis", softmax_last_axis, hidden="last axis whatever dim", mistake=LAST_AXIS),
+        bug("softmax_global", softmax_global, hidden="differs", mistake=GLOBAL),
+        bug("softmax_torch", softmax_torch, hidden="No credit.*torch.softmax", only=REFERENCE),
+        bug("softmax_method", softmax_method, hidden="No credit.*Tensor.softmax", only=REFERENCE),
+        bug("softmax_no_keepdim", softmax_no_keepdim, hidden="raised RuntimeError|differs"),
+        bug("softmax_dim1", softmax_dim1),
+        bug("softmax_unsqueeze_last", softmax_unsqueeze_last),
+    ]
