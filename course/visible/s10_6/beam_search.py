@@ -14,8 +14,8 @@ from course.translation import BOS, EOS, PAD
 
 NAME = "beam_search"
 RULE = ("At each step extend every unfinished hypothesis by every token, keep the beam_size best extensions, "
-        "and move those that end in eos_id to the finished set: the next step again keeps beam_size "
-        "unfinished extensions.")
+        "and move those that end in eos_id to the finished set: fewer than beam_size may stay unfinished, "
+        "and the next step again keeps the beam_size best extensions of those.")
 # The first whose ids match is named: the more specific ones first.
 FINISHED_COMPETE = Mistake("finished_compete", "finished hypotheses kept in the beam, taking slots from the "
                            "unfinished ones", RULE)
@@ -34,6 +34,9 @@ RAW_LOGITS = Mistake("raw_logits", "hypotheses scored with the raw logits",
                      "hypothesis' score.")
 GREEDY = Mistake("greedy", "beam_size ignored: the greedy choice at every step",
                  "Keep the beam_size best extensions of all hypotheses, not one.")
+WIDE_BEAM = Mistake("wide_beam", "a beam wider than the extensions there are",
+                    "When beam_size is larger than k × vocab, keep them all: "
+                    "topk(min(beam_size, total.numel())).")
 
 A, B_, C, D = 3, 4, 5, 6  # words of the scripted tables (pad 0, <bos> 1, <eos> 2)
 TABLES = {  # prefix (the words after <bos>) -> next-word probabilities; <eos> after any other prefix
@@ -62,6 +65,8 @@ CASES = [  # name, table, max_len, beam_size, the best hypothesis and its probab
      6, 2, ([BOS, EOS], 0.45), {LENGTH_NORM: [BOS, A, B_, C, EOS]}),
     ("a finished <bos> <eos> (0.3) stays finished while the beam goes on", "kept finished", 6, 2,
      ([BOS, EOS], 0.3), {FINISHED_COMPETE: [BOS, A, A, C, EOS]}),
+    ("beam_size=10, more than the 7 extensions of the first step: still <bos> 4 <eos>", "greedy misses",
+     6, 10, ([BOS, B_, EOS], 0.4 * 0.9), {}),
 ]
 KNOWN = (FINISHED_COMPETE, LENGTH_NORM, NO_REFILL, DROP_FINISHED, GREEDY)  # the order they are named in
 SHIFT = 2.0  # the logits at position j are the log-probabilities plus SHIFT * j: only log-softmax undoes it
@@ -138,8 +143,13 @@ def check_beam_search(beam_search) -> None:
     for name, table, max_len, beam_size, (want, probability), known in CASES:
         case = f"case '{name}'"
         src = torch.tensor([[7, 5, 6]])  # (1, n_src): a source the table model never reads
-        result = call_learner(NAME, case, beam_search, TableModel(TABLES[table]), src, BOS, EOS, max_len,
-                              beam_size=beam_size)
+        model = TableModel(TABLES[table])
+        try:
+            result = call_learner(NAME, case, beam_search, model, src, BOS, EOS, max_len, beam_size=beam_size)
+        except CheckFailure as failure:
+            if beam_size <= model.vocab or failure.__cause__ is None:
+                raise
+            raise CheckFailure(f"{failure}\n{WIDE_BEAM.sentence()}", WIDE_BEAM) from failure.__cause__
         ids, score = expect_pair(result, case)
         (ids,) = expect_token_ids(ids, f"{NAME}'s ids", 1, BOS, max_len, case)
         score = expect_score(score, case)
