@@ -1,4 +1,6 @@
-"""Instant checks that run right after each exercise (the visible tests).
+"""Legacy tools of the visible checks not yet moved to :mod:`course.checking` (goes away with them).
+
+Instant checks that run right after each exercise (the visible tests).
 
 They compare with PyTorch (or, where PyTorch has nothing, with the formula) on small
 examples and say what went wrong (which case, which shape, how far off, and the likely
@@ -9,19 +11,19 @@ The checks of each section live in ``course.visible``; this module holds their t
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from course.checking import CheckFailure, passed, single_thread  # noqa: F401 - legacy names
 from course.compare import Mistake, close, describe_difference, explain_exception, tolerance
 
 Outputs = dict[str, torch.Tensor]
 
 
-class VisibleCheckFailure(AssertionError):
-    """A visible test failed; the message says what to look at."""
+#: Legacy name of the one failure type (:class:`course.checking.CheckFailure`).
+VisibleCheckFailure = CheckFailure
 
 
 def check_tensor(got, what: str) -> torch.Tensor:
@@ -176,18 +178,6 @@ def with_gradients(call: Callable[[], Sequence[torch.Tensor]], names: Sequence[s
     return {**{k: v.detach() for k, v in outputs.items()}, **grads}
 
 
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """One CPU thread: hundreds of tiny tensor operations run faster without thread hand-offs
-    (several times faster on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def instant(check: Callable) -> Callable:
     """Decorator for a visible check: it runs on one thread, with gradients enabled."""
     @functools.wraps(check)
@@ -196,7 +186,3 @@ def instant(check: Callable) -> Callable:
             return check(*args, **kwargs)
     return run
 
-
-def passed(message: str) -> None:
-    """Say that a visible test passed."""
-    print(f"✓ {message}")

@@ -17,51 +17,33 @@ import math
 import re
 import sys
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from bench.samples import load_solution_namespace, run_visible_test
-
-SECTIONS = {"10.1": "10.1-self-attention", "10.2": "10.2-scaled-dot-product-attention",
-            "10.3": "10.3-multi-head-attention", "10.4": "10.4-positional-encoding",
-            "10.5": "10.5-transformer-block", "10.6": "10.6-encoder-decoder"}
-REFERENCE, DEVICE = "calls the reference", "fixed device"
+from tests.answers import DEVICE, REFERENCE, Answer, Entry, assignment_of, declared, declared_sections
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One implementation of one exercise: right, or a planted bug (``grading_only`` says why
-    only grading can see it, if so)."""
-
-    section: str
-    exercise: str
-    label: str
-    impl: object
-    correct: bool
-    grading_only: str | None = None
-
-    @property
-    def assignment(self) -> str:
-        return SECTIONS[self.section]
-
-
-def outcome(run) -> str | None:
-    """None when ``run()`` passes, else the failure's message (AssertionError or any error)."""
+def outcome(run) -> BaseException | None:
+    """None when ``run()`` passes, else what it raised (AssertionError or any error)."""
     try:
         run()
     except Exception as error:  # noqa: BLE001 - a learner-like implementation may raise anything
-        return f"{type(error).__name__}: {error}"
+        return error
     return None
 
 
-def run_visible(entry: Entry) -> str | None:
+def message(failure: BaseException | None) -> str | None:
+    return None if failure is None else f"{type(failure).__name__}: {failure}"
+
+
+def run_visible(entry: Entry) -> BaseException | None:
     return outcome(lambda: run_visible_test(entry.assignment, entry.exercise, entry.impl))
 
 
-def run_hidden(entry: Entry) -> str | None:
+def run_hidden(entry: Entry) -> BaseException | None:
     module = importlib.import_module(f"grader.checks.s{entry.section.replace('.', '_')}")
     return outcome(lambda: getattr(module, f"check_{entry.exercise}")(entry.impl))
 
@@ -69,12 +51,14 @@ def run_hidden(entry: Entry) -> str | None:
 GENERIC = re.compile(r".* differs from .*: (the largest difference is .*|\d+ entries are inf or NaN)\.")
 
 
-def names_the_mistake(message: str | None) -> bool:
-    """Does a failure message say more than "X differs from Y in case Z: the largest difference is
-    ... at index ..." (the likely mistake, what to fix, which property breaks)?"""
-    if message is None:
+def names_the_mistake(failure: BaseException | None) -> bool:
+    """Does a failure name a known mistake, or say more than "X differs from Y in case Z: the
+    largest difference is ... at index ..." (what to fix, which property breaks)?"""
+    if failure is None:
         return False
-    lines = [line for line in message.strip().splitlines() if line.strip()]
+    if getattr(failure, "mistake", None) is not None:
+        return True
+    lines = [line for line in str(failure).strip().splitlines() if line.strip()]
     return not (len(lines) == 1 and GENERIC.fullmatch(lines[0]))
 
 
@@ -84,7 +68,7 @@ def names_the_mistake(message: str | None) -> bool:
 def _tests(section: str):
     """The test module of a section, with the notebook's given code as its globals."""
     module = importlib.import_module(f"tests.test_checks_s{section.replace('.', '_')}")
-    namespace = load_solution_namespace(SECTIONS[section])
+    namespace = load_solution_namespace(assignment_of(section))
     if section == "10.5":
         module.MultiHeadAttention = namespace["MultiHeadAttention"]
         module.FeedForwardSolution = namespace["FeedForward"]
@@ -92,55 +76,6 @@ def _tests(section: str):
         for name in module.GIVEN:
             setattr(module, name, namespace[name])
     return module, namespace
-
-
-# ---------------------------------------------------------------- new planted bugs: 10.1
-
-
-def qkv_mm(X, W_q, W_k, W_v):
-    """2-D only: torch.mm refuses a batch."""
-    return torch.mm(X, W_q), torch.mm(X, W_k), torch.mm(X, W_v)
-
-
-def qkv_einsum_3d(X, W_q, W_k, W_v):
-    """3-D only: the batch axis is spelled out."""
-    return tuple(torch.einsum("bnd,dk->bnk", X, W) for W in (W_q, W_k, W_v))
-
-
-def qkv_float32(X, W_q, W_k, W_v):
-    """float32 weights whatever the input's dtype."""
-    return tuple(X @ W.float() for W in (W_q, W_k, W_v))
-
-
-class QKVAliased(nn.Module):
-    """w_k is the same module as w_q: two names, one weight."""
-
-    def __init__(self, d_model, d_k, d_v):
-        super().__init__()
-        self.w_q = nn.Linear(d_model, d_k, bias=False)
-        self.w_k = self.w_q
-        self.w_v = nn.Linear(d_model, d_v, bias=False)
-
-    def forward(self, x):
-        return self.w_q(x), self.w_k(x), self.w_v(x)
-
-
-class QKVSwappedForward(QKVAliased):
-    def __init__(self, d_model, d_k, d_v):
-        nn.Module.__init__(self)
-        self.w_q = nn.Linear(d_model, d_k, bias=False)
-        self.w_k = nn.Linear(d_model, d_k, bias=False)
-        self.w_v = nn.Linear(d_model, d_v, bias=False)
-
-    def forward(self, x):
-        return self.w_k(x), self.w_q(x), self.w_v(x)
-
-
-class QKVMatmul(QKVSwappedForward):
-    """A right answer: the layers' weights used directly."""
-
-    def forward(self, x):
-        return tuple(x @ layer.weight.T for layer in (self.w_q, self.w_k, self.w_v))
 
 
 # ---------------------------------------------------------------- new planted bugs: 10.2
@@ -455,27 +390,19 @@ def greedy_argmax_batch(model, src, bos_id, eos_id, max_len):
 
 
 def build() -> list[Entry]:
-    """Every right answer and planted bug, in course order."""
+    """Every right answer and planted bug, in course order: the declared ones (tests/answers/),
+    then those of the sections not yet declared there (listed below until they move)."""
     entries: list[Entry] = []
+    for section in declared_sections():
+        entries += declared(section, load_solution_namespace(assignment_of(section)))
 
     def right(section, exercise, label, impl):
-        entries.append(Entry(section, exercise, label, impl, True))
+        if section not in declared_sections():
+            entries.append(Entry(section, exercise, Answer(label, impl, True)))
 
     def bug(section, exercise, label, impl, only=None):
-        entries.append(Entry(section, exercise, label, impl, False, only))
-
-    T, ns = _tests("10.1")
-    right("10.1", "qkv_projections", "solution", ns["qkv_projections"])
-    for f in (T.qkv_einsum, T.qkv_matmul_loop):
-        right("10.1", "qkv_projections", f.__name__, f)
-    for f, only in ((T.qkv_swapped, None), (T.qkv_transposed, None), (T.qkv_calls_linear, REFERENCE),
-                    (T.qkv_list, None), (T.qkv_detached, None), (T.qkv_fixed_device, DEVICE),
-                    (qkv_mm, None), (qkv_einsum_3d, None), (qkv_float32, None)):
-        bug("10.1", "qkv_projections", f.__name__, f, only)
-    right("10.1", "QKVProjection", "solution", ns["QKVProjection"])
-    right("10.1", "QKVProjection", "QKVMatmul", QKVMatmul)
-    for cls in (T.WithBias, T.ValueTooNarrow, T.KeyFromQuery, QKVAliased, QKVSwappedForward):
-        bug("10.1", "QKVProjection", cls.__name__, cls)
+        if section not in declared_sections():
+            entries.append(Entry(section, exercise, Answer(label, impl, False, grading_only=only)))
 
     T, ns = _tests("10.2")
     right("10.2", "softmax", "solution", ns["softmax"])
@@ -680,7 +607,8 @@ def main() -> int:
     if totals["missed"]:
         print("Caught only by the hidden checks: " + "; ".join(totals["missed"]))
     right = [e for e in entries if e.correct]
-    rejected = [f"{e.section} {e.exercise} {e.label}" for e in right if run_visible(e) or run_hidden(e)]
+    rejected = [f"{e.section} {e.exercise} {e.label}" for e in right
+                if run_visible(e) is not None or run_hidden(e) is not None]
     print(f"{len(right)} right answers: {len(right) - len(rejected)} pass both sides"
           + (f"; rejected: {rejected}" if rejected else "."))
     print(f"({time.perf_counter() - started:.0f} s)")

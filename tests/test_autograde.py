@@ -152,7 +152,7 @@ def test_feedback_pages(batch):
             "self_attention.html").read_text()
     assert "BEGIN HIDDEN TESTS" not in text and "Score: 2.0 / 4.0" in text
     wrong = (out / "feedback" / "wrong-qkv" / planted.ASSIGNMENT / "self_attention.html")
-    assert "VisibleCheckFailure" in wrong.read_text()
+    assert "This looks like K computed with W_q" in wrong.read_text()  # the visible check's diagnosis
 
 
 def feedback_exporters(tmp_path: Path) -> tuple:

@@ -68,17 +68,19 @@ def test_check_functions_are_bound_by_name(section):
     """Is every check_<name> of a section the check of the exercise named <name>, and does
     every exercise have one?"""
     module = SECTIONS[section]
+    exercises = list(module.EXERCISES.values()) if isinstance(module.EXERCISES, dict) else module.EXERCISES
     bound = {name[len("check_"):]: getattr(module, name) for name in dir(module)
              if name.startswith("check_") and inspect.ismethod(getattr(module, name))}
-    assert set(bound) == {e.name for e in module.EXERCISES}
-    for exercise in module.EXERCISES:
+    assert set(bound) == {e.name for e in exercises}
+    for exercise in exercises:
         assert bound[exercise.name].__self__ is exercise, exercise.name
         assert EXERCISES[exercise.name] is exercise
 
 
 def test_exercise_names_are_unique():
     """Can the clean-process verifier find every exercise by its name alone?"""
-    names = [e.name for module in SECTIONS.values() for e in module.EXERCISES]
+    names = [e.name for module in SECTIONS.values()
+             for e in (module.EXERCISES.values() if isinstance(module.EXERCISES, dict) else module.EXERCISES)]
     assert len(names) == len(set(names)) == len(EXERCISES)
 
 

@@ -3,8 +3,8 @@ they catch, naming the mistake, instantly, and recording what they said for "whe
 
 The visible test of an exercise is its test cell's code before the hidden block, run in the
 instructor notebook's namespace with the exercise swapped (bench.samples.run_visible_test).
-The right answers and planted bugs come from tests/catalogue.py (``python -m tests.catalogue``
-prints the whole table).
+The right answers and planted bugs are those declared in tests/answers/ (and, for sections not
+moved there yet, listed in tests/catalogue.py; ``python -m tests.catalogue`` prints the table).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from bench.samples import graded_cells, load_solution_namespace, notebook_path, visible_test
-from course import compare, progress
-from grader.checks import SECTIONS, core
+from course import checking, progress
+from grader.checks import EXERCISES, SECTIONS, core
 from tests import catalogue
+from tests.answers import assignment_of
 
 ENTRIES = catalogue.build()
 RIGHT = [e for e in ENTRIES if e.correct]
@@ -37,10 +38,12 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-def test_one_comparison_engine():
-    """Do the hidden checks compare with the very functions and tolerances the visible tests use?"""
-    for name in ("close", "tolerance", "describe_difference", "diagnose", "Mistake"):
-        assert getattr(core, name) is getattr(compare, name), name
+def test_one_checking_toolkit():
+    """Do the hidden checks fail, compare and call learner code with the very toolkit the visible
+    tests use (one failure type, the same tolerances and notion of "close")?"""
+    for name in ("CheckFailure", "close", "tolerance", "describe_difference", "Outputs", "generator",
+                 "randn"):
+        assert getattr(core, name) is getattr(checking, name), name
 
 
 @pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
@@ -48,15 +51,21 @@ def test_visible_never_stricter_than_hidden(entry):
     """Does every right answer the suite knows pass the hidden check, and then the visible test too
     (e.g. a softmax written as exp(x - logsumexp(x)), in float32, with logits of 1e4)?"""
     hidden = catalogue.run_hidden(entry)
-    assert hidden is None, f"the hidden check rejects a right answer: {hidden}"
+    assert hidden is None, f"the hidden check rejects a right answer: {catalogue.message(hidden)}"
     visible = catalogue.run_visible(entry)
-    assert visible is None, f"the visible test rejects what the hidden check accepts: {visible}"
+    assert visible is None, \
+        f"the visible test rejects what the hidden check accepts: {catalogue.message(visible)}"
 
 
 @pytest.mark.parametrize("entry", PLANTED, ids=entry_id)
 def test_visible_test_catches_planted_bug(entry):
-    """Does the visible test reject every planted bug that is not for grading alone to see?"""
-    assert catalogue.run_visible(entry) is not None
+    """Does the visible test reject every planted bug that is not for grading alone to see, and
+    name the mistake the bug is declared with?"""
+    failure = catalogue.run_visible(entry)
+    assert failure is not None
+    if entry.mistake is not None:
+        assert getattr(failure, "mistake", None) == entry.mistake, catalogue.message(failure)
+        assert entry.mistake.sentence() in str(failure)
 
 
 def test_catalogue_has_the_bugs_the_issue_asks_for():
@@ -91,7 +100,7 @@ def test_every_test_cell_runs_its_visible_check(section):
     import importlib
 
     module = importlib.import_module(f"course.visible.s{section.replace('.', '_')}")
-    assignment = catalogue.SECTIONS[section]
+    assignment = assignment_of(section)
     for name in graded_cells(assignment):
         assert f"visible.check_{name}({name})" in visible_test(assignment, name), name
         assert callable(getattr(module, f"check_{name}")), name
@@ -101,7 +110,7 @@ def test_every_test_cell_runs_its_visible_check(section):
 def test_visible_checks_are_instant(section):
     """Do the visible tests of one notebook take well under 2 s together (after the notebook's
     own cells, which warm torch up)?"""
-    assignment = catalogue.SECTIONS[section]
+    assignment = assignment_of(section)
     namespace = load_solution_namespace(assignment)
     sources = [visible_test(assignment, name) for name in graded_cells(assignment)]
     for source in sources:  # the first run of some PyTorch operations loads code: not the check's time
@@ -116,15 +125,33 @@ def test_visible_checks_are_instant(section):
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
-def test_points_table_matches_the_notebooks(section):
-    """Does course.progress know every exercise of the notebook, in order, with its points?"""
-    nb = nbformat.read(notebook_path(catalogue.SECTIONS[section]), as_version=4)
+def test_points_come_from_the_notebook(section):
+    """Does "where you stand" list every graded exercise of the notebook, in order, with the points
+    of its nbgrader metadata, and is every one of them a hidden check?"""
+    nb = nbformat.read(notebook_path(assignment_of(section)), as_version=4)
     graded = {c.metadata["nbgrader"]["grade_id"].removeprefix("check_"): c.metadata["nbgrader"]["points"]
               for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
-    assert progress.EXERCISES[section] == graded
-    assert list(progress.EXERCISES[section]) == list(graded)
+    assert list(progress.exercises(section).items()) == list(graded.items())
+    assert set(graded) <= set(EXERCISES)
     last = nb.cells[-1]
     assert last.cell_type == "code" and last.source == f'course.progress.where_you_stand("{section}")'
+
+
+def test_points_are_read_from_the_learners_notebook(tmp_path, monkeypatch):
+    """Does the table follow the points of the notebook in the working folder (the learner's own),
+    so that points live in the notebook's metadata and nowhere else?"""
+    nb = nbformat.read(notebook_path(assignment_of("10.1")), as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == "check_qkv_projections":
+            cell.metadata["nbgrader"]["points"] = 7
+    nbformat.write(nb, tmp_path / "self_attention.ipynb")
+    monkeypatch.chdir(tmp_path)
+    progress.exercises.cache_clear()
+    try:
+        assert progress.exercises("10.1")["qkv_projections"] == 7
+        assert "0 / 9" in progress.report("10.1")
+    finally:
+        progress.exercises.cache_clear()
 
 
 def test_test_cells_are_recognised():
@@ -132,7 +159,7 @@ def test_test_cells_are_recognised():
     cell = '"""Check softmax: against torch.softmax."""\nvisible.check_softmax(softmax)'
     assert progress.exercise_of(cell) == "softmax"
     assert progress.exercise_of('  """Check DecoderBlock against ..."""') == "DecoderBlock"
-    assert progress.exercise_of('"""Check something_else"""') is None
+    assert progress.exercise_of('x = 1\n"""Check softmax"""') is None
     assert progress.exercise_of("softmax(x)") is None
 
 
@@ -155,7 +182,7 @@ def test_where_you_stand_blank_half_done_finished(fresh_progress):
     half = progress.report("10.2")
     assert "2 / 2  passed" in half and "0 / 4  failed" in half and "This looks like attention without" in half
     assert "2 / 8" in half and "not attempted" in half
-    for name in progress.EXERCISES["10.2"]:
+    for name in progress.exercises("10.2"):
         progress.observe(f'"""Check {name}"""', None)
     assert "8 / 8" in progress.report("10.2") and "failed" not in progress.report("10.2")
 
@@ -175,7 +202,7 @@ def test_where_you_stand_in_a_notebook(tmp_path, monkeypatch):
 
     monkeypatch.setenv("COURSE_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
-    assignment = catalogue.SECTIONS["10.1"]
+    assignment = assignment_of("10.1")
     nb = samples.solved(assignment)
     unfinished = ("class QKVProjection(nn.Module):\n    def __init__(self, d, k, v):\n"
                   "        raise NotImplementedError()")

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.checking import expect_linear_layers as check_layers
 from course.compare import Mistake
 from course.testing import (
     VisibleCheckFailure,
@@ -31,7 +32,6 @@ from course.testing import (
     seeded,
     with_gradients,
 )
-from course.visible.s10_1 import check_layers
 
 HEAD_CASES = [  # name, B, n, d_model, h, dtype
     ("B=2, n=3, d_model=12, h=4", 2, 3, 12, 4, torch.float32),

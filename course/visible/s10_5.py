@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.checking import expect_distinct as check_distinct
+from course.checking import expect_linear_layers as check_layers
 from course.compare import Mistake, close
 from course.testing import (
     VisibleCheckFailure,
@@ -28,7 +30,6 @@ from course.testing import (
     seeded,
     with_gradients,
 )
-from course.visible.s10_1 import check_distinct, check_layers
 
 # ---------------------------------------------------------------- the feed-forward network
 

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.checking import expect_distinct as check_distinct
 from course.compare import Mistake, close, close_score, tolerance
 from course.decoding import positions_per_call
 from course.testing import (
@@ -33,7 +34,6 @@ from course.testing import (
     with_gradients,
 )
 from course.translation import BOS, EOS, PAD
-from course.visible.s10_1 import check_distinct
 from course.visible.s10_5 import (
     ACTIVATIONS,
     block_parameter_names,

@@ -32,7 +32,7 @@ SUSPICIOUS = {
 }
 #: Exceptions a test cell raises for the learner's answer (anything else, raised from
 #: inside grader/, is the grading machinery failing).
-ANSWER_FAILURES = {"AssertionError", "CheckFailure", "ForbiddenCall", "VisibleCheckFailure",
+ANSWER_FAILURES = {"AssertionError", "CheckFailure", "ForbiddenCall", "NotAttempted",
                    "NotImplementedError", "KeyboardInterrupt"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRAME = re.compile(r'File "?([^":,]+?\.py)"?(?:, line |:)\d+')

@@ -15,17 +15,12 @@ from typing import Any
 
 import torch
 
-# The one comparison engine, shared with the visible checks (course/compare.py): the same
-# tolerances and the same notion of "close" for what a learner sees and what is graded.
-from course.compare import Mistake, close, describe_difference, diagnose, tolerance  # noqa: F401
-from course.compare import explain_exception as _explain
+# The one checking toolkit, shared with the visible checks (course/checking/): the same failure
+# type, tolerances, notion of "close" and wording for what a learner sees and what is graded.
+from course import checking
+from course.checking import CheckFailure, Outputs, close, describe_difference, tolerance  # noqa: F401
+from course.compare import Mistake, diagnose  # noqa: F401 - legacy sections (until moved)
 from grader.checks.tripwire import Forbidden, watching
-
-Outputs = dict[str, torch.Tensor]
-
-
-class CheckFailure(AssertionError):
-    """A hidden check failed; the message is meant for the learner."""
 
 
 @dataclass(frozen=True)
@@ -63,14 +58,7 @@ def exact_matmul() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32 = cudnn
 
 
-def generator(seed: int) -> torch.Generator:
-    """A CPU generator: the same numbers on every machine, whatever the device."""
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(shape, g: torch.Generator, dtype: torch.dtype, device: torch.device, scale=1.0):
-    """Seeded normal numbers made on the CPU, then moved to ``device``."""
-    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device, dtype)
+generator, randn = checking.generator, checking.randn
 
 
 # ---------------------------------------------------------------- running learner code
@@ -85,20 +73,11 @@ def forbidden_call_message(exercise: str, hits: set[str]) -> str:
     )
 
 
-def explain_exception(exercise: str, error: Exception, case: Case) -> str:
-    """A learner-facing sentence for an exception raised by learner code in ``case``."""
-    return _explain(exercise, error, str(case))
-
-
 def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
-    """Call learner code under the tripwires; turn its exceptions into CheckFailures."""
-    try:
-        with watching(forbidden) as hits:
-            result = fn(*args, **kwargs)
-    except CheckFailure:
-        raise
-    except Exception as error:  # noqa: BLE001 - any learner error becomes a message
-        raise CheckFailure(explain_exception(exercise, error, case)) from None
+    """Call learner code under the tripwires; its exceptions become CheckFailures (the
+    toolkit's :func:`course.checking.call_learner`), a call to the reference ForbiddenCall."""
+    with watching(forbidden) as hits:
+        result = checking.call_learner(exercise, str(case), fn, *args, **kwargs)
     if hits:
         raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
     return result
@@ -113,17 +92,12 @@ class ForbiddenCall(CheckFailure):
 
 
 def expect_tensor(value, what: str, case: Case) -> torch.Tensor:
-    if not isinstance(value, torch.Tensor):
-        raise CheckFailure(f"{what} should be a torch.Tensor, but is a {type(value).__name__} in {case}.")
-    return value
+    return checking.expect_tensor(value, what, str(case))
 
 
 def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
     """Check that learner code returned a tuple of tensors named ``names``."""
-    if not isinstance(value, tuple) or len(value) != len(names):
-        kind = type(value).__name__ + (f" of length {len(value)}" if isinstance(value, tuple) else "")
-        raise CheckFailure(f"{what} should return a tuple ({', '.join(names)}), but returned a {kind}.")
-    return tuple(expect_tensor(v, f"{what}'s {n}", case) for v, n in zip(value, names))
+    return checking.expect_tuple(value, names, what, str(case))
 
 
 # ---------------------------------------------------------------- comparing and diagnosing
@@ -132,7 +106,8 @@ def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
 def compare_outputs(exercise: str, case: Case, got: Outputs, expected: Outputs,
                     mistakes_for_case: Callable[[], Mapping[str, Outputs]],
                     mistakes: Mapping[str, Mistake], device: torch.device) -> None:
-    """Raise a CheckFailure naming the first output that differs, with a diagnosis."""
+    """Raise a CheckFailure naming the first output that differs, with a diagnosis (legacy
+    ``Mistake(description, hint, run)`` form, until every section is moved to the toolkit's)."""
     rtol, atol = tolerance(case.dtype, device)
     for key, want in expected.items():
         if key not in got:

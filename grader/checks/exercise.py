@@ -1,24 +1,30 @@
 """An exercise's hidden check: run every case, compare, diagnose, record.
 
-A section module (``s10_2`` ...) defines one :class:`Exercise` subclass per exercise, lists
-one instance of each in ``EXERCISES`` and binds ``check_<name>`` to that instance's
-``check``; the hidden test cell calls that function with the learner's function or class.
+Each exercise is one module of its section's package (``grader/checks/s10_1/...``) holding one
+:class:`Exercise` subclass decorated with :func:`registered`; the package finds them with
+:func:`gather_exercises`, which also derives ``check_<name>``, the function the hidden test cell
+calls with the learner's function or class. Known mistakes are the visible check's
+:class:`~course.checking.Mistake` objects, each paired here with a function that reproduces it
+on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from course import checking
+from course.checking.registry import save_outcome
 from grader.checks import integrity
 from grader.checks.core import (
     Case,
     CheckFailure,
     ForbiddenCall,
-    Mistake,
     Outputs,
     call_learner,
     compare_outputs,
@@ -37,7 +43,8 @@ class Exercise:
     name: str = ""
     reference_name: str = "the PyTorch reference"
     forbidden: Forbidden = NOTHING
-    mistakes: Mapping[str, Mistake] = {}
+    #: Known mistakes, each with ``run(case, device) -> Outputs`` reproducing it on a case.
+    mistakes: Mapping[checking.Mistake, Callable[..., Outputs]] = {}
 
     def cases(self) -> Sequence[Case]:
         raise NotImplementedError
@@ -64,7 +71,13 @@ class Exercise:
 
     def evaluate(self, case: Case, got: Outputs, device: torch.device) -> None:
         """Raise CheckFailure unless ``got`` matches the reference on ``case``."""
-        def mistake_outputs() -> dict[str, Outputs]:
+        if all(isinstance(m, checking.Mistake) for m in self.mistakes):
+            variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+            checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
+                                     variants=variants, device=device)
+            return
+
+        def mistake_outputs() -> dict[str, Outputs]:  # legacy sections, until moved
             return {name: m.run(case, device) for name, m in self.mistakes.items()}
 
         compare_outputs(self.name, case, got, self.expected(case, device), mistake_outputs,
@@ -79,9 +92,14 @@ class Exercise:
                 self._check_all(impl, device, record)
         except ForbiddenCall as failure:
             record.flag(str(failure))
+            save_outcome(self.name, "hidden", failure)
+            raise
+        except CheckFailure as failure:
+            save_outcome(self.name, "hidden", failure)
             raise
         finally:
             record.save(device)
+        save_outcome(self.name, "hidden", None)
         print(f"✓ {self.name}: {len(self.cases())} cases match {self.reference_name} on {device}.")
 
     def _check_all(self, impl, device: torch.device, record: integrity.Record) -> None:
@@ -97,52 +115,39 @@ class Exercise:
         record.passed = True
 
 
+# ---------------------------------------------------------------- registering exercises
+
+
+def registered(cls: type[Exercise]) -> type[Exercise]:
+    """Class decorator: this module's exercise, found by :func:`gather_exercises`."""
+    cls.registered = True
+    return cls
+
+
+def gather_exercises(package: str) -> dict[str, Exercise]:
+    """One instance of every registered exercise in the modules of ``package``, by name."""
+    found: dict[str, Exercise] = {}
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        module = importlib.import_module(f"{package}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__dict__.get("registered") \
+                    and value.__module__ == module.__name__:
+                exercise = value()
+                found[exercise.name] = exercise
+    return found
+
+
+def check_functions(exercises: Mapping[str, Exercise]) -> dict[str, Callable]:
+    """``{"check_<name>": exercise.check}``: what the hidden test cells call."""
+    return {f"check_{name}": exercise.check for name, exercise in exercises.items()}
+
+
 # ---------------------------------------------------------------- helpers for subclasses
 
-
-@contextlib.contextmanager
-def single_thread() -> Iterator[None]:
-    """One CPU thread while checking: hundreds of tiny ops run faster without thread hand-offs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-def forward_backward(call: Callable[[], Sequence[torch.Tensor]], names: Sequence[str],
-                     leaves: Mapping[str, torch.Tensor], seed: int) -> Outputs:
-    """Run ``call``, backpropagate seeded random cotangents, return outputs and gradients.
-
-    ``leaves`` are the tensors (inputs, parameters) whose gradients are compared, as
-    ``"grad <name>"``. A leaf that got no gradient counts as a zero gradient.
-    """
-    outputs = dict(zip(names, call()))
-    g = generator(seed + 7919)
-    differentiable = [t for t in outputs.values() if t.requires_grad]
-    if differentiable:
-        loss = sum((t * randn(t.shape, g, t.dtype, t.device)).sum() for t in differentiable)
-        loss.backward()
-    grads = {f"grad {k}": (v.grad if v.grad is not None else torch.zeros_like(v))
-             for k, v in leaves.items()}
-    return {**{k: v.detach() for k, v in outputs.items()}, **grads}
-
-
-def expect_value_error(exercise: str, call: Callable[[], object], situation: str) -> None:
-    """Check that ``call`` raises ValueError (the contract's error for bad arguments)."""
-    try:
-        call()
-    except ValueError:
-        return
-    except NotImplementedError:
-        raise CheckFailure(f"{exercise} is not implemented yet.") from None
-    except Exception as error:  # noqa: BLE001 - learner code
-        raise CheckFailure(
-            f"{exercise} should raise ValueError {situation}, but raised "
-            f"{type(error).__name__}: {error}"
-        ) from None
-    raise CheckFailure(f"{exercise} should raise ValueError {situation}, but raised nothing.")
+single_thread = checking.single_thread
+#: Outputs and gradients for seeded random cotangents (the toolkit's, as the visible checks use).
+forward_backward = checking.with_gradients
+expect_value_error = checking.expect_value_error
 
 
 def check_device_independence(exercise: str, call: Callable[[torch.device], object]) -> None:

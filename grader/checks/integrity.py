@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-GRADING_DIR_ENV = "COURSE_GRADING_DIR"
+from course.checking.registry import GRADING_DIR_ENV
+
 RECORD_SUFFIX = ".record.pt"
 #: Packages whose modules and functions must be the installed ones while checking.
 GUARDED_PACKAGES = ("grader", "course")

@@ -1,0 +1,62 @@
+"""Known mistakes: declared once per exercise, recognised by running them, named in one wording.
+
+A :class:`Mistake` says what a learner probably did and how to fix it; it is declared once, in
+the exercise's visible-check module, and the hidden check and the planted bugs of the tests
+refer to the same object. How to reproduce a mistake depends on the case at hand, so a check
+pairs each mistake with a function that computes its outputs there (:data:`Variants`), and
+:func:`diagnose` names the first mistake whose outputs the learner's match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+
+from course.checking.compare import close
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A known wrong variant: ``name`` (stable, for counting), what it is, and a hint."""
+
+    name: str
+    description: str
+    hint: str
+
+    def sentence(self) -> str:
+        """How every check words it."""
+        return f"This looks like {self.description}. {self.hint}"
+
+
+#: Mistakes of one case, each with a function that returns its outputs (a tensor or named tensors).
+Variants = Mapping[Mistake, Callable[[], object]]
+
+
+def diagnose(got, key: str | None, variants: Variants, rtol: float, atol: float) -> Mistake | None:
+    """The first mistake whose outputs ``got`` matches, or None.
+
+    ``got`` is a tensor (``key`` None) or named outputs; then the variant must match output
+    ``key`` and every other output it has, gradients aside: ``K = X @ W_q`` matches "W_q and
+    W_k swapped" only if ``Q = X @ W_k`` too. A variant that cannot run on the case says nothing.
+    """
+    for mistake, run in variants.items():
+        try:
+            variant = run()
+        except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
+            continue
+        if _matches(got, variant, key, rtol, max(atol, 1e-6)):
+            return mistake
+    return None
+
+
+def _matches(got, variant, key: str | None, rtol: float, atol: float) -> bool:
+    if key is None:
+        return isinstance(variant, torch.Tensor) and isinstance(got, torch.Tensor) and \
+            close(got, variant, rtol, atol, equal_nan=True)
+    if not isinstance(variant, Mapping) or key not in variant:
+        return False
+    keys = [key] + [k for k in variant if k != key and not k.startswith("grad ") and k in got]
+    return all(isinstance(variant[k], torch.Tensor) and close(got[k], variant[k], rtol, atol, equal_nan=True)
+               for k in keys)

@@ -1,0 +1,92 @@
+"""Seeded inputs, outputs with their gradients, and comparing named outputs with a reference."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+import torch
+
+from course.checking.compare import close, describe_difference, tolerance
+from course.checking.failure import CheckFailure
+from course.checking.learner import expect_shape
+from course.checking.mistakes import Variants, diagnose
+
+Outputs = dict[str, torch.Tensor]
+
+
+def generator(seed: int) -> torch.Generator:
+    """A CPU generator: the same numbers on every machine, whatever the device."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(shape: Sequence[int], g: torch.Generator, dtype: torch.dtype = torch.float64,
+          device: torch.device | str = "cpu", scale: float = 1.0) -> torch.Tensor:
+    """Seeded normal numbers made on the CPU in float64, then moved to ``device`` and ``dtype``."""
+    return (torch.randn(*shape, generator=g, dtype=torch.float64) * scale).to(device, dtype)
+
+
+def seeded(*shape: int, seed: int, dtype: torch.dtype = torch.float32, scale: float = 1.0) -> torch.Tensor:
+    """Reproducible normal numbers (the same on every machine)."""
+    return randn(shape, generator(seed), dtype, "cpu", scale)
+
+
+def with_gradients(call: Callable[[], Sequence[torch.Tensor]], names: Sequence[str],
+                   leaves: Mapping[str, torch.Tensor], seed: int) -> Outputs:
+    """Outputs of ``call`` and the gradients of ``leaves`` for a seeded random loss.
+
+    The gradients are named ``"grad <leaf>"``; a leaf that got no gradient counts as zero.
+    Outputs that carry no gradient although their inputs do make the check fail: a
+    ``.detach()``, ``torch.no_grad()`` or ``torch.tensor(...)`` inside the exercise.
+    """
+    outputs = dict(zip(names, call()))
+    flowing = [t for t in outputs.values() if t.requires_grad]
+    if len(flowing) < len(outputs) and all(t.is_floating_point() for t in outputs.values()) \
+            and any(leaf.requires_grad for leaf in leaves.values()):
+        cut = [n for n, t in outputs.items() if not t.requires_grad]
+        raise CheckFailure(
+            f"{', '.join(cut)} {'carries' if len(cut) == 1 else 'carry'} no gradient although "
+            f"{'its' if len(cut) == 1 else 'their'} inputs require one: training could not learn through "
+            f"{'it' if len(cut) == 1 else 'them'}. Remove any "
+            ".detach(), torch.no_grad() or torch.tensor(...) that rebuilds a result from numbers.")
+    if flowing:
+        g = generator(seed + 7919)
+        loss = sum((t * randn(t.shape, g, t.dtype, t.device)).sum() for t in flowing)
+        loss.backward()
+    grads = {f"grad {k}": (v.grad if v.grad is not None else torch.zeros_like(v)) for k, v in leaves.items()}
+    return {**{k: v.detach() for k, v in outputs.items()}, **grads}
+
+
+def compare_outputs(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor], what: str,
+                    where: str = "", *, against: str = "the PyTorch reference",
+                    variants: Variants | None = None, device: torch.device | str | None = None) -> None:
+    """Fail on the first output (or gradient, ``"grad ..."``) of ``got`` that differs from ``want``.
+
+    Shapes are checked first, then values with the tolerance of each output's dtype and of
+    ``device`` (the outputs' own by default). The failure names the first of ``variants``
+    (known mistakes on this case) whose outputs the learner's match.
+    """
+    label = {key: what if key == "output" else f"{what}: {key}" for key in want}
+    for key, expected in want.items():
+        if key not in got:
+            raise CheckFailure(f"{what}: no {key} was produced{' in ' + where if where else ''}.")
+        expect_shape(got[key], expected.shape, label[key], where)
+    for key, expected in want.items():
+        rtol, atol = tolerance(expected.dtype, device if device is not None else expected.device)
+        if close(got[key], expected, rtol, atol):
+            continue
+        mistake = diagnose(got, key, variants or {}, rtol, atol)
+        message = (f"{label[key]} differs from {against}{' in ' + where if where else ''}: "
+                   f"{describe_difference(got[key], expected)}.")
+        raise CheckFailure(message + (f"\n{mistake.sentence()}" if mistake else ""), mistake)
+
+
+@contextlib.contextmanager
+def single_thread() -> Iterator[None]:
+    """One CPU thread: hundreds of tiny tensor operations run faster without thread hand-offs."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

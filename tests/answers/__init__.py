@@ -1,0 +1,95 @@
+"""Right answers and planted bugs, declared once per exercise, next to the tests that use them.
+
+``tests/answers/s10_X/<exercise>.py`` names its exercise (``EXERCISE``) and defines
+``answers(solution)``: the list of :func:`right` answers and planted :func:`bug`\\ s, given the
+instructor notebook's namespace (its solutions and given code, for bugs built on them). From
+these declarations alone:
+
+- ``tests/test_answers.py`` checks the hidden checks: every right answer passes, every bug
+  fails with the message it declares (``hidden``, a regex) and names its ``mistake``;
+- ``tests/test_visible.py`` checks the visible checks against the hidden ones (never
+  stricter, catching every bug that grading catches, naming the mistake);
+- ``python -m tests.catalogue`` prints the table of what each side catches.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from course.checking import Mistake
+
+#: Why only grading can see a bug: it calls the reference, or makes tensors on a fixed device.
+REFERENCE, DEVICE = "calls the reference", "fixed device"
+ROOT = Path(__file__).resolve().parents[2]
+_SECTION = re.compile(r"s(\d+)_(\d+)")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One implementation of one exercise: right, or a planted bug.
+
+    A bug may say what the hidden check's message must match (``hidden``, a regex), which
+    known ``mistake`` both sides must name, and why only grading can see it (``grading_only``).
+    """
+
+    label: str
+    impl: object
+    correct: bool
+    hidden: str | None = None
+    mistake: Mistake | None = None
+    grading_only: str | None = None
+
+
+def right(label: str, impl) -> Answer:
+    return Answer(label, impl, True)
+
+
+def bug(label: str, impl, *, hidden: str | None = None, mistake: Mistake | None = None,
+        only: str | None = None) -> Answer:
+    return Answer(label, impl, False, hidden, mistake, only)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A declared answer of one exercise of one section."""
+
+    section: str
+    exercise: str
+    answer: Answer
+
+    @property
+    def assignment(self) -> str:
+        return assignment_of(self.section)
+
+    def __getattr__(self, name):  # label, impl, correct, hidden, mistake, grading_only
+        return getattr(self.__dict__["answer"], name)
+
+
+def assignment_of(section: str) -> str:
+    """The assignment folder of a section ("10.1" -> "10.1-self-attention")."""
+    (folder,) = [p.name for p in (ROOT / "solutions").iterdir() if p.name.startswith(f"{section}-")]
+    return folder
+
+
+def declared_sections() -> dict[str, str]:
+    """Sections that declare their answers here: "10.1" -> package name."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        match = _SECTION.fullmatch(info.name)
+        if match:
+            found[f"{match[1]}.{match[2]}"] = f"{__name__}.{info.name}"
+    return dict(sorted(found.items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))
+
+
+def declared(section: str, solution: dict) -> list[Entry]:
+    """Every answer the modules of ``section`` declare, in module order."""
+    package = importlib.import_module(declared_sections()[section])
+    entries = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        entries += [Entry(section, module.EXERCISE, a) for a in module.answers(solution)]
+    return entries

@@ -1,0 +1,62 @@
+"""Do the hidden checks accept every declared right answer and reject every declared bug, with
+the message and the named mistake it is declared with (tests/answers/)?"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from bench.samples import load_solution_namespace
+from grader.checks import EXERCISES
+from tests import catalogue
+from tests.answers import assignment_of, declared, declared_sections
+
+ENTRIES = [e for section in declared_sections()
+           for e in declared(section, load_solution_namespace(assignment_of(section)))]
+RIGHT = [e for e in ENTRIES if e.correct]
+BUGS = [e for e in ENTRIES if not e.correct]
+
+
+def entry_id(entry) -> str:
+    return f"{entry.exercise}: {entry.label}"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
+def test_right_answer_passes(entry):
+    """Is this right answer, however it is written, accepted by the hidden check?"""
+    failure = catalogue.run_hidden(entry)
+    assert failure is None, catalogue.message(failure)
+
+
+@pytest.mark.parametrize("entry", BUGS, ids=entry_id)
+def test_planted_bug_fails_with_its_message(entry):
+    """Is this planted bug rejected by the hidden check, with the message it is declared with,
+    naming its mistake where the hidden check knows that mistake?"""
+    failure = catalogue.run_hidden(entry)
+    assert isinstance(failure, AssertionError), catalogue.message(failure)
+    if entry.hidden:
+        assert re.search(entry.hidden, str(failure), flags=re.IGNORECASE), \
+            f"expected /{entry.hidden}/ in: {failure}"
+    if entry.mistake is not None and entry.mistake in EXERCISES[entry.exercise].mistakes:
+        assert failure.mistake == entry.mistake, str(failure)
+
+
+def test_every_declared_exercise_has_right_answers_and_bugs():
+    """Does every exercise of a declared section have its solution, another right answer and bugs?"""
+    for section in declared_sections():
+        names = {e.exercise for e in ENTRIES if e.section == section}
+        for name in names:
+            mine = [e for e in ENTRIES if e.exercise == name]
+            assert any(e.label == "solution" for e in mine), name
+            assert sum(e.correct for e in mine) >= 2, name
+            assert sum(not e.correct for e in mine) >= 3, name
