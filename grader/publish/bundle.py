@@ -1,8 +1,9 @@
 """Build what a course publishes to learners: ``python -m grader student-bundle OUT``.
 
 The bundle is a folder ready to push as the public student repository: the learner
-notebooks, the helpers (``course/``) and data they use, ``environment.yml`` and Binder's
-``postBuild``, and a learner README with Binder and Colab badges. Nothing of
+notebooks, the helpers (``course/``) and data they use, ``requirements.txt``,
+``environment.yml`` and Binder's ``postBuild``, and a learner README with Binder and Colab
+badges and install steps. Nothing of
 ``solutions/``, the hidden tests or ``grader/`` goes in, and :func:`find_leaks` proves it
 on exactly what is published.
 
@@ -15,8 +16,9 @@ data and the README are brought up to date (they hold no learner work), after a 
 every published notebook still finds what it imports. ``.course-release.json`` records
 what was published, as which repository and branch.
 
-Every published notebook's set-up cell fetches the helpers from the repository and branch
-it is published as (:mod:`grader.publish.setup_cell`).
+Every published notebook's set-up cell installs the helpers on Colab from the repository
+and branch it is published as (:mod:`grader.publish.setup_cell`); the files that set up a
+learner's own machine or Binder, and the README, come from :mod:`grader.publish.learner`.
 """
 
 from __future__ import annotations
