@@ -77,7 +77,11 @@ def test_helpers_install_the_corpus_only_when_shipped(release, tmp_path):
     """The helpers' pyproject: course and its subpackages, and data/ as course/data when the
     release holds data/ (10.6), so pip on Colab installs the corpus with the helpers."""
     text = (release / "pyproject.toml").read_text()
-    assert 'packages = ["course", "course.visible"]' in text and "course.data" not in text
+    (listed,) = re.findall(r"^packages = \[(.*)\]$", text, re.M)
+    shipped = sorted(".".join(p.parent.relative_to(release).parts)
+                     for p in release.glob("course/**/__init__.py"))
+    assert sorted(name.strip('" ') for name in listed.split(",")) == shipped
+    assert "course.data" not in text and not (release / "data").exists()
     full = bundle.build_student_bundle(tmp_path / "full")
     assert '"course.data" = "data"' in (full / "pyproject.toml").read_text()
 
