@@ -118,3 +118,12 @@ def test_no_helper_imports_torch_benchmark_when_it_loads():
                           env={"MPLBACKEND": "Agg", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_section_package_ships_every_module_it_loads(tmp_path):
+    """course/visible/s10_1/ loads its exercise modules at run time (no import line names
+    them): a release through 10.1 holds every one of them."""
+    out = bundle.build_student_bundle(tmp_path / "release", through="10.1")
+    ours = sorted(p.name for p in (ROOT / "course" / "visible" / "s10_1").glob("*.py"))
+    assert len(ours) > 1
+    assert sorted(p.name for p in (out / "course" / "visible" / "s10_1").glob("*.py")) == ours

@@ -137,6 +137,11 @@ def module_file(package: Path, module: str) -> Path | None:
     return None
 
 
+#: A package ``__init__`` that imports every module beside it at run time (no import line
+#: names them): the visible checks of a section, one module per exercise.
+LOADS_ITS_MODULES = ("gather_checks(__name__)", "pkgutil.iter_modules(__path__)")
+
+
 def helper_files(notebooks: list[Path], package: Path) -> set[Path]:
     """The files of ``package`` (``course/``) the notebooks import, directly or not."""
     todo = [parse_code(text) for nb in notebooks for text in code_cells(nb)]
@@ -150,6 +155,10 @@ def helper_files(notebooks: list[Path], package: Path) -> set[Path]:
                 while path is not None and path not in needed:
                     needed.add(path)
                     todo.append(ast.parse(path.read_text()))
+                    if path.name == "__init__.py" and any(m in path.read_text() for m in LOADS_ITS_MODULES):
+                        dotted = ".".join((package.name, *path.parent.relative_to(package).parts))
+                        todo += [ast.parse(f"import {dotted}.{p.stem}")
+                                 for p in sorted(path.parent.glob("*.py")) if p.name != "__init__.py"]
                     init = path.parent / "__init__.py"  # a subpackage needs its __init__
                     path = init if init.is_file() and path != init else None
     needed |= {p for p in package.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}
