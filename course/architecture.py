@@ -56,25 +56,25 @@ SECTIONS = {
     "10.1": ("input_embedding", *QKV_ARROWS),
     "10.2": ATTENTION_BLOCKS,
     "10.3": (*ATTENTION_BLOCKS, *QKV_ARROWS),
-    "10.4": ("inputs", "input_embedding", "input_positions", "outputs", "output_embedding",
-             "output_positions"),
+    "10.4": ("input_positions", "output_positions"),
     "10.5": ENCODER_BLOCK,
     "10.6": ("memory", "decoder_stack", "decoder_self_qkv", "decoder_self_attention",
              "decoder_add_norm_1", "decoder_cross_qkv", "decoder_cross_attention", "decoder_add_norm_2",
              "decoder_feed_forward", "decoder_add_norm_3", "decoder_residuals", "linear", "softmax"),
 }
 CAPTIONS = {
-    "10.1": "10.1: queries, keys and values, three projections of the embeddings X, feed every attention",
+    "10.1": "10.1: queries, keys and values, three projections of each attention's input:\n"
+            "of X in self-attention; in cross-attention K and V come from the memory",
     "10.2": "10.2: one head of scaled dot-product attention runs inside each attention block",
     "10.3": "10.3: the multi-head attention sublayers: several heads side by side, mixed by W_O",
-    "10.4": "10.4: token embeddings plus positional encodings, at both inputs",
+    "10.4": "10.4: the positional encoding, added (+) to the token embeddings at both inputs",
     "10.5": "10.5: the encoder block, attention and feed-forward with residuals and norms, stacked N times",
     "10.6": "10.6: the decoder, joined to the encoder by cross-attention, and the output layer",
 }
 
 COLOURS = {"attention": "#f9c98a", "norm": "#f3ef9f", "feed": "#a9d3f2", "embedding": "#f5b5c4",
-           "linear": "#cbbdf0", "softmax": "#b9e6b0", "frame": "#f4f4f4", "arrow": "#333333",
-           "text": "#111111"}
+           "linear": "#cbbdf0", "softmax": "#b9e6b0", "positions": "#9fd8cf", "frame": "#f4f4f4",
+           "arrow": "#333333", "text": "#111111"}
 QKV_STYLE = {"colour": "#b5451b", "width": 1.6}  # the arrows that carry queries, keys and values
 GRAY = {"face": "#f0f0f0", "edge": "#c8c8c8", "text": "#b0b0b0", "frame": "#fafafa"}
 
@@ -106,8 +106,8 @@ class _Canvas:
         options = {"ha": "center", "va": "center", "fontsize": 8, "color": COLOURS["text"], **options}
         self.keep(part, self.ax.text(x, y, text, zorder=4, **options), "text")
 
-    def plus(self, part, x, y):
-        self.keep(part, self.ax.add_patch(Circle((x, y), 0.16, facecolor="white", edgecolor="#555555",
+    def plus(self, part, x, y, colour="white"):
+        self.keep(part, self.ax.add_patch(Circle((x, y), 0.16, facecolor=colour, edgecolor="#555555",
                                                  zorder=3)), "face")
         self.keep(part, self.ax.text(x, y - 0.01, "+", ha="center", va="center", fontsize=11, zorder=4,
                                      color=COLOURS["text"]), "text")
@@ -195,11 +195,11 @@ def _draw(ax) -> _Canvas:
         c.arrow(side, (x, 0.35), (x, 0.75))
         c.box(embed, x, 0.97, 2.0, 0.42, "embedding", COLOURS["embedding"])
         c.arrow(embed, (x, 1.18), (x, 1.62))
-        c.plus(positions, x, 1.78)
-        wave_x = x - 1.25 if side == "inputs" else x + 1.25
-        c.label(positions, wave_x, 1.78, "∿\npositional\nencoding", fontsize=7.5)
-        c.arrow(positions, (wave_x + (0.45 if side == "inputs" else -0.45), 1.78),
-                (x + (-0.16 if side == "inputs" else 0.16), 1.78))
+        c.plus(positions, x, 1.78, COLOURS["positions"])  # the sum: embedding + positional encoding
+        towards = 1 if side == "inputs" else -1  # the encoding sits outside, its arrow points in
+        wave_x = x - towards * 1.25
+        c.box(positions, wave_x, 1.78, 1.1, 0.5, "∿ positional\nencoding", COLOURS["positions"], fontsize=7.5)
+        c.arrow(positions, (wave_x + towards * 0.57, 1.78), (x - towards * 0.16, 1.78))
 
     # ---- encoder block
     c.frame("encoder_stack", enc_x, 2.15, 2.9, 3.1, "left")

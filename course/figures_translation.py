@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
@@ -32,20 +32,24 @@ def loss_curve(losses: Sequence[float], *, title="Training loss", ax=None):
 
 
 @contextlib.contextmanager
-def captured_attention(attention: nn.Module) -> Iterator[list[torch.Tensor]]:
+def captured_attention(attention: nn.Module, reduce: Callable[[torch.Tensor], object] | None = None
+                       ) -> Iterator[list]:
     """Collect the weights that an attention module returns, for every call inside the block.
 
     ``attention`` is a module whose forward returns ``(output, weights)``, such as a
-    ``MultiHeadAttention``; the list receives one detached ``weights`` tensor per call::
+    ``MultiHeadAttention``; the list receives one detached ``weights`` tensor per call, or
+    ``reduce(weights)`` when ``reduce`` is given (such as :func:`sharpness`, to follow a
+    training run without keeping every map)::
 
         with captured_attention(model.decoder_layers[-1].cross_attn) as maps:
             model(src, tgt)
         weights = maps[-1]  # (B, h, n_tgt, n_src)
     """
-    maps: list[torch.Tensor] = []
+    maps: list = []
 
     def keep(module, inputs, outputs):
-        maps.append(outputs[1].detach().cpu())
+        weights = outputs[1].detach()
+        maps.append(weights.cpu() if reduce is None else reduce(weights))
 
     handle = attention.register_forward_hook(keep)
     try:
@@ -65,7 +69,7 @@ def cross_attention_maps(weights, source_words: Sequence[str], target_words: Seq
     attention_map(weights.mean(dim=0), target_words, source_words, title="mean of the heads",
                   ax=mean_ax)
     mean_ax.set_xlabel("French word (key)")
-    mean_ax.set_ylabel("English word being produced")
+    mean_ax.set_ylabel("English word read (the decoder writes the next)")
     for h in range(num_heads):
         ax = fig.add_subplot(grid[h // 2, 2 + h % 2])
         heatmap(weights[h], target_words if h % 2 == 0 else None, source_words, title=f"head {h}", ax=ax,
@@ -135,3 +139,47 @@ def ablation_figure(losses: Mapping[str, Sequence[float]], scores: Mapping[str, 
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- attention maps in words
+
+
+def sharpness(weights: torch.Tensor) -> tuple[float, float]:
+    """How peaked attention weights (..., n_q, n_k) are: the largest weight of each query row
+    and the entropy of the row (nats), each averaged over every row. A uniform row over n
+    keys gives 1/n and log n; a saturated softmax, 1 and 0. Masked keys (weight 0) add nothing."""
+    weights = weights.double()
+    entropy = -torch.special.xlogy(weights, weights).sum(dim=-1)  # (..., n_q)
+    return weights.amax(dim=-1).mean().item(), entropy.mean().item()
+
+
+def strongest_keys(weights: torch.Tensor, query_words: Sequence[str], key_words: Sequence[str]) -> list[str]:
+    """One line per query of ``weights`` (h, n_q, n_k): the key with the most weight on average
+    over the heads, that mean weight, and the heads whose own largest weight is on it."""
+    mean = weights.mean(dim=0)  # (n_q, n_k)
+    best, per_head = mean.argmax(dim=-1), weights.argmax(dim=-1)  # (n_q,), (h, n_q)
+    lines = []
+    for i, word in enumerate(query_words):
+        j = int(best[i])
+        heads = [str(h) for h in range(weights.shape[0]) if per_head[h, i] == j]
+        named = f" ({', '.join(heads)})" if heads else ""
+        lines.append(f"{word:>10} -> {key_words[j]:<9} mean weight {mean[i, j]:.2f}; the largest weight of "
+                     f"{len(heads)} of {weights.shape[0]} heads{named}")
+    return lines
+
+
+def weight_shares(weights: torch.Tensor, words: Sequence[str], special=("<bos>", "<eos>")) -> list[str]:
+    """One line per head of a self-attention ``weights`` (h, n, n) over ``words``: the share of
+    the weight (averaged over the rows) on the ``special`` keys and on the word itself (ordinary
+    words only), and the strongest link between two different ordinary words."""
+    is_special = torch.tensor([w in special for w in words])  # (n,)
+    ordinary = ~is_special[:, None] & ~is_special[None, :] & ~torch.eye(len(words), dtype=torch.bool)
+    lines = []
+    for h, head in enumerate(weights.double()):  # (n, n)
+        link = head.masked_fill(~ordinary, -1.0)
+        i, j = divmod(int(link.argmax()), len(words))
+        on_special, on_itself = head[:, is_special].sum(dim=-1).mean(), (head.diagonal() * ~is_special).mean()
+        lines.append(f"head {h}: {on_special:.0%} of the weight on {'/'.join(special)}, {on_itself:.0%} on "
+                     f"the word itself; strongest link between two words: {words[i]} -> {words[j]} "
+                     f"({head[i, j]:.2f})")
+    return lines

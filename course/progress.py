@@ -43,14 +43,14 @@ _outcomes: dict[str, Outcome] = {}
 # ---------------------------------------------------------------- the notebook's own metadata
 
 
-def _closes(cell: dict, section: str) -> bool:
-    return "".join(cell.get("source", "")).strip() == f'course.progress.where_you_stand("{section}")'
+def _stands(cell: dict, section: str) -> bool:
+    return f'course.progress.where_you_stand("{section}")' in "".join(cell.get("source", ""))
 
 
 def notebook_of(section: str) -> dict:
     """The notebook of ``section`` as JSON: the one in the working folder (Jupyter runs a kernel
-    in its notebook's folder) whose last cell is ``where_you_stand("<section>")``, else the
-    course's copy in ``notebooks/`` (or ``solutions/``) beside the helpers."""
+    in its notebook's folder) with a cell ``where_you_stand("<section>")``, else the course's
+    copy in ``notebooks/`` (or ``solutions/``) beside the helpers; LookupError if none."""
     candidates = [*sorted(Path.cwd().glob("*.ipynb")),
                   *sorted(COURSE_DIR.glob(f"notebooks/{section}-*/*.ipynb")),
                   *sorted(COURSE_DIR.glob(f"solutions/{section}-*/*.ipynb"))]
@@ -59,9 +59,9 @@ def notebook_of(section: str) -> dict:
             nb = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if nb.get("cells") and _closes(nb["cells"][-1], section):
+        if any(_stands(cell, section) for cell in nb.get("cells", [])):
             return nb
-    raise LookupError(f"No notebook of {section} found (looked in {Path.cwd()} and "
+    raise LookupError(f"no notebook of {section} was found (looked in {Path.cwd()} and "
                       f"{COURSE_DIR / 'notebooks'}).")
 
 
@@ -142,7 +142,10 @@ def install() -> bool:
 
 def report(section: str, width: int = 88) -> str:
     """The "where you stand" table of ``section`` as plain text."""
-    points = exercises(section)
+    try:
+        points = exercises(section)
+    except LookupError as error:
+        return f"Where you stand in {section}: its points are read from its notebook, but {error}"
     name_width = max(len(n) for n in points) + 2
     indent = " " * (name_width + 9)
     lines = [f"Where you stand in {section} {title(section)}", "",

@@ -177,3 +177,75 @@ def test_accuracy_by_position_draws_every_model_and_the_guides():
     assert labels == ["a", "b", "longest training sequence (6)", "guessing"]
     assert list(ax.lines[0].get_xdata()) == list(range(4, 13))  # positions 3 .. 12, first mean at 4
     assert list(ax.lines[1].get_ydata()) == [0.5] * 9
+
+
+def test_positions_picture_lights_the_encoding_and_the_sum():
+    """Does 10.4 light what it builds, the positional encoding and the (+) that adds it, in a
+    colour of their own, while the embeddings (built in 10.1) stay gray?"""
+    fig, ax = plt.subplots()
+    canvas = arch._draw(ax)
+    canvas.paint(set(arch.SECTIONS["10.4"]))
+    colour, gray = (matplotlib.colors.to_rgba(c) for c in (arch.COLOURS["positions"], arch.GRAY["face"]))
+    for side in ("input", "output"):
+        faces = [tuple(a.get_facecolor()) for a, kind in canvas.artists[f"{side}_positions"]
+                 if kind == "face"]
+        assert faces == [colour, colour], side  # the (+) and the encoding's box
+        assert all(tuple(a.get_facecolor()) == gray for a, kind in canvas.artists[f"{side}_embedding"]
+                   if kind == "face"), side
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- 10.6's attention maps in words
+
+from course.figures_translation import captured_attention, sharpness, strongest_keys, weight_shares  # noqa: E402
+
+
+def test_sharpness_of_uniform_and_one_hot_rows():
+    """Is a uniform row over n keys 1/n and log n, a one-hot row 1 and 0, and a masked key ignored?"""
+    uniform = torch.full((2, 3, 4), 0.25)  # (h, n_q, n_k)
+    largest, entropy = sharpness(uniform)
+    assert abs(largest - 0.25) < 1e-12 and abs(entropy - torch.log(torch.tensor(4.0)).item()) < 1e-6
+    one_hot = torch.eye(4)[None]  # (1, 4, 4)
+    assert sharpness(one_hot) == (1.0, 0.0)
+    assert abs(sharpness(torch.tensor([[0.7, 0.3], [0.6, 0.4]]))[0] - 0.65) < 1e-6  # the largest of each row
+    masked = torch.tensor([[[0.5, 0.5, 0.0]]])  # the third key masked: weight 0
+    assert abs(sharpness(masked)[1] - torch.log(torch.tensor(2.0)).item()) < 1e-6
+
+
+def test_strongest_keys_names_the_key_and_the_heads_that_agree():
+    """Does each query's line name its key with the largest mean weight and the heads whose own
+    largest weight is there?"""
+    weights = torch.tensor([[[0.9, 0.1], [0.2, 0.8]],   # head 0: q0 -> k0, q1 -> k1
+                            [[0.6, 0.4], [0.7, 0.3]]])  # head 1: q0 -> k0, q1 -> k0
+    first, second = strongest_keys(weights, ["the", "cat"], ["chat", "noir"])
+    assert "the -> chat" in first and "0.75" in first and "2 of 2 heads (0, 1)" in first
+    assert "cat -> noir" in second and "0.55" in second and "1 of 2 heads (0)" in second
+
+
+def test_weight_shares_splits_special_keys_self_and_links():
+    """Are the shares on <bos>/<eos> and on the word itself measured apart, and the strongest link
+    found between two different ordinary words only?"""
+    words = ["<bos>", "grande", "souris", "<eos>"]
+    head = torch.tensor([[1.0, 0.0, 0.0, 0.0],
+                         [0.4, 0.2, 0.4, 0.0],  # grande: 0.4 on <bos>, 0.4 on souris
+                         [0.0, 0.2, 0.8, 0.0],  # souris: mostly itself
+                         [0.0, 0.0, 0.0, 1.0]])
+    (line,) = weight_shares(head[None], words)
+    assert line.startswith("head 0: 60% of the weight on <bos>/<eos>, 25% on the word itself")
+    assert line.endswith("grande -> souris (0.40)")
+
+
+def test_captured_attention_reduces_every_call():
+    """With reduce, does the hook keep reduce(weights) of every call, detached, and stop afterwards?"""
+    class Attention(torch.nn.Module):
+        def forward(self, x):
+            weights = torch.softmax(x, dim=-1)
+            return weights @ x, weights
+
+    attention, x = Attention(), torch.randn(2, 3, 3, requires_grad=True)
+    with captured_attention(attention, reduce=sharpness) as peaks:
+        attention(x)
+        attention(x * 2)
+    attention(x)
+    assert len(peaks) == 2 and all(isinstance(value, float) for pair in peaks for value in pair)
+    assert peaks[1][0] > peaks[0][0]  # larger scores, a more peaked softmax

@@ -4,13 +4,15 @@ from other primitives never caught? (grader/checks/tripwire.py, grader/autograde
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from bench.samples import load_solution_namespace
 from grader.autograde.cells import reference_calls
-from grader.checks import s10_2, s10_3, s10_5
+from grader.checks import EXERCISES, s10_2, s10_3
 from tests.check_helpers import assert_fails, assert_passes
 
 ASSIGNMENT = "10.3-multi-head-attention"
@@ -45,7 +47,37 @@ def softmax_without_function_modes(x, dim=-1):
         return torch.softmax(x, dim)
 
 
-SOFTMAX_DOORS["torch._C.DisableTorchFunction()"] = softmax_without_function_modes
+def masked_softmax_without_function_modes(x, dim=-1):
+    """A masked softmax with nothing masked, seen by the operator-level tripwire only."""
+    with torch._C.DisableTorchFunction():
+        return torch.ops.aten._masked_softmax(x, torch.zeros_like(x, dtype=torch.bool), dim)
+
+
+def softmax_by_attention(kernel):
+    """softmax(x) as the output of one query attending over n keys that carry x, with an
+    identity as the values: ``kernel(q, k, v)`` is an attention of 4-D q, k, v."""
+    def softmax(x, dim=-1):
+        y = x.movedim(dim, -1)  # (..., n)
+        n = y.shape[-1]
+        rows = y.reshape(-1, 1, n, 1)  # (b, 1, n, 1)
+        k = torch.cat([rows, rows.new_zeros(*rows.shape[:3], n - 1)], -1)  # (b, 1, n, n): x, zeros
+        q = torch.zeros_like(k[:, :, :1])  # (b, 1, 1, n): picks the first feature
+        q[..., 0] = 1
+        v = torch.eye(n, dtype=x.dtype, device=x.device).expand_as(k)  # (b, 1, n, n)
+        return kernel(q, k, v).reshape(y.shape).movedim(-1, dim)
+    return softmax
+
+
+SOFTMAX_DOORS.update({
+    "torch._C.DisableTorchFunction()": softmax_without_function_modes,
+    "torch._masked_softmax": lambda x, dim=-1: torch._masked_softmax(x, torch.zeros_like(x, dtype=torch.bool),
+                                                                      dim),
+    "aten._masked_softmax, function modes off": masked_softmax_without_function_modes,
+    "F.scaled_dot_product_attention": softmax_by_attention(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=1.0)),
+    "aten._scaled_dot_product_flash_attention_for_cpu": softmax_by_attention(
+        lambda q, k, v: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, scale=1.0)[0]),
+})
 
 
 @pytest.mark.parametrize("door", SOFTMAX_DOORS)
@@ -61,6 +93,7 @@ SOFTMAX_RIGHT = {
         (x - x.max(dim, keepdim=True).values).exp()),
     "sigmoid-free exp2": lambda x, dim=-1: (lambda e: e / e.sum(dim, keepdim=True))(
         torch.exp2(_stable(x, dim) / math.log(2))),
+    "F.normalize(p=1)": lambda x, dim=-1: F.normalize(_stable(x, dim).exp(), p=1, dim=dim),
 }
 
 
@@ -131,9 +164,19 @@ def attention_baddbmm(Q, K, V, mask=None):
     return out.reshape(*lead, *out.shape[-2:]), w
 
 
-@pytest.mark.parametrize("impl", [attention_einsum, attention_baddbmm], ids=lambda f: f.__name__)
+def attention_normalize(Q, K, V, mask=None):
+    scores = torch.einsum("...qd,...kd->...qk", Q, K) / math.sqrt(Q.shape[-1])  # (..., n_q, n_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = F.normalize((scores - scores.amax(-1, keepdim=True)).exp(), p=1, dim=-1)  # rows sum to 1
+    return w @ V, w
+
+
+@pytest.mark.parametrize("impl", [attention_einsum, attention_baddbmm, attention_normalize],
+                         ids=lambda f: f.__name__)
 def test_correct_attentions_keep_full_credit(impl):
-    """Are attentions written with einsum + logsumexp, or baddbmm + torch.softmax, accepted?"""
+    """Are attentions written with einsum + logsumexp, baddbmm + torch.softmax, or
+    F.normalize of the exponentials accepted?"""
     assert_passes(s10_2.check_scaled_dot_product_attention, impl)
 
 
@@ -157,10 +200,163 @@ def test_multi_head_attention_through_aten_earns_no_credit(solution):
     assert_fails(s10_3.check_MultiHeadAttention, MultiHeadAten, NO_CREDIT)
 
 
-def test_block_through_torch_attention_earns_no_credit():
-    """Does a TransformerBlock that runs nn.MultiheadAttention's fused core earn no credit?"""
-    assert s10_5.transformer_block.forbidden.operators  # the operator-level wire is armed
-    assert "aten._native_multi_head_attention" in dict(s10_5.transformer_block.forbidden.operators)
+def test_multi_head_attention_from_einsum_keeps_full_credit(solution):
+    """Is a MultiHeadAttention written with einsum, baddbmm and F.normalize accepted?"""
+    base = solution["MultiHeadAttention"]
+
+    class MultiHeadEinsum(base):
+        def forward(self, query, key, value, mask=None):
+            B, n_q, d = query.shape
+            h = self.num_heads
+
+            def split(t):  # (B, n, d) -> (B * h, n, d // h)
+                return t.view(B, -1, h, d // h).transpose(1, 2).reshape(B * h, -1, d // h)
+
+            q, k, v = split(self.w_q(query)), split(self.w_k(key)), split(self.w_v(value))
+            zeros = q.new_zeros(B * h, n_q, k.shape[1])
+            scores = torch.baddbmm(zeros, q, k.transpose(1, 2), alpha=(d // h) ** -0.5)
+            scores = scores.view(B, h, n_q, -1)  # (B, h, n_q, n_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            w = F.normalize((scores - scores.amax(-1, keepdim=True)).exp(), p=1, dim=-1)
+            out = torch.einsum("bhqk,bhkd->bqhd", w, v.view(B, h, -1, d // h))  # (B, n_q, h, d // h)
+            return self.w_o(out.reshape(B, n_q, d)), w
+
+    assert_passes(s10_3.check_MultiHeadAttention, MultiHeadEinsum)
+
+
+# ---------------------------------------------------------------- every kernel, every exercise
+
+#: What an operator's name says it computes (wider than the tripwire's families on purpose:
+#: a new kernel these catch and the families miss must be classified here by hand).
+KINDS = {
+    "softmax": re.compile(r"soft(?:max|min)"),
+    "attention": re.compile(r"attention|attn|sdp|scaled_dot|flash|multi_head|mha|transformer"),
+    "multi-head attention": re.compile(r"multi_head|mha|transformer"),
+}
+#: Each exercise graded against a softmax or an attention: where its solution is, and the
+#: kinds of kernel that compute its reference. An attention computes a softmax too (see
+#: softmax_by_attention); a block is graded against nn.TransformerEncoderLayer, and the
+#: attention core inside it is the learner's choice.
+GRADED = {
+    "softmax": ("10.2-scaled-dot-product-attention", {"softmax", "attention"}),
+    "scaled_dot_product_attention": ("10.2-scaled-dot-product-attention", {"attention"}),
+    "MultiHeadAttention": ("10.3-multi-head-attention", {"attention"}),
+    "TransformerBlock": ("10.5-transformer-block", {"multi-head attention"}),
+    "DecoderBlock": ("10.6-encoder-decoder", {"attention"}),
+    "Transformer": ("10.6-encoder-decoder", {"attention"}),
+}
+
+
+def kinds_of(operator: str) -> set[str]:
+    """What ``operator`` (``aten._masked_softmax``) says it computes."""
+    return {kind for kind, pattern in KINDS.items() if pattern.search(operator.split(".")[1])}
+
+
+D = 4  # the width of the kernels' own little inputs
+_g = torch.Generator().manual_seed(0)
+_X, _Q = torch.randn(1, 2, D, generator=_g), torch.randn(1, 1, 2, D, generator=_g)  # (B, n, d), (B, h, n, d)
+_PROJECTIONS = (torch.randn(3 * D, D, generator=_g), torch.zeros(3 * D),  # in_proj weight, bias
+                torch.randn(D, D, generator=_g), torch.zeros(D))  # out_proj weight, bias
+_FFN = (torch.randn(2 * D, D, generator=_g), torch.zeros(2 * D), torch.randn(D, 2 * D, generator=_g),
+        torch.zeros(D))
+_NORMS = (torch.ones(D), torch.zeros(D)) * 2  # two LayerNorms: weight, bias
+
+#: The kernels of PyTorch's softmax and attentions that run on the CPU, each called through
+#: torch.ops with the function modes off, so that only the operator-level tripwire sees them.
+KERNELS = {
+    "aten._masked_softmax": lambda: torch.ops.aten._masked_softmax(_X, _X < -math.inf, -1),  # nothing masked
+    "aten._scaled_dot_product_flash_attention_for_cpu":
+        lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(_Q, _Q, _Q),
+    "aten._native_multi_head_attention":
+        lambda: torch.ops.aten._native_multi_head_attention(_X, _X, _X, D, 1, *_PROJECTIONS),
+    "aten._transformer_encoder_layer_fwd": lambda: torch.ops.aten._transformer_encoder_layer_fwd(
+        _X, D, 1, *_PROJECTIONS, False, False, 1e-5, *_NORMS, *_FFN),
+}
+
+
+def _running(kernel, impl):
+    """The solution ``impl`` (a function or an nn.Module class) that also runs ``kernel``."""
+    def run_kernel():
+        with torch._C.DisableTorchFunction():
+            kernel()
+
+    if not isinstance(impl, type):
+        def with_kernel(*args, **kwargs):
+            run_kernel()
+            return impl(*args, **kwargs)
+        return with_kernel
+
+    class WithKernel(impl):
+        def forward(self, *args, **kwargs):
+            run_kernel()
+            return super().forward(*args, **kwargs)
+    return WithKernel
+
+
+@pytest.mark.parametrize("exercise, kernel", [(e, k) for e, (_, kinds) in GRADED.items()
+                                              for k in KERNELS if kinds_of(k) & kinds])
+def test_kernels_of_the_reference_earn_no_credit(exercise, kernel):
+    """Does the solution earn no credit once it also runs a kernel of the reference, however
+    reached, in every exercise graded against a softmax or an attention?"""
+    impl = load_solution_namespace(GRADED[exercise][0])[exercise]
+    message = assert_fails(EXERCISES[exercise].check, _running(KERNELS[kernel], impl), NO_CREDIT)
+    assert f"its operator {kernel} ran" in message
+
+
+# ---------------------------------------------------------------- every operator this torch has
+
+#: Operators of those kinds that compute no tensor at all, each with the call that shows it.
+NO_TENSOR = {
+    "aten._fused_sdp_choice": lambda: torch.ops.aten._fused_sdp_choice(_Q, _Q, _Q),  # the backend to use
+}
+
+
+def registered_operators() -> list[str]:
+    """The operators of any kind this torch registers, overloads dropped: aten._masked_softmax."""
+    names = {name.split(".")[0].replace("::", ".") for name in torch._C._dispatch_get_all_op_names()}
+    return sorted(name for name in names if kinds_of(name))
+
+
+def classify(operator: str, exercise: str) -> str:
+    """Why ``operator`` earns no credit in ``exercise`` or cannot compute its reference;
+    "UNCLASSIFIED" if neither."""
+    if EXERCISES[exercise].forbidden.operator_hit(operator):
+        return "forbidden"
+    if operator in NO_TENSOR:
+        return "computes no tensor"
+    if not kinds_of(operator) & GRADED[exercise][1]:
+        return f"a {' / '.join(sorted(kinds_of(operator)))}: not what {exercise} is graded against"
+    return "UNCLASSIFIED"
+
+
+def test_the_enumeration_finds_the_known_kernels():
+    """Does the walk over the registered operators see the kernels we know of (so that the
+    test below cannot pass on an empty list)?"""
+    known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice", *KERNELS}
+    assert known <= set(registered_operators())
+
+
+@pytest.mark.parametrize("exercise", GRADED)
+def test_every_softmax_and_attention_operator_is_forbidden_or_harmless(exercise):
+    """Is every operator this torch registers whose name says softmax or attention either
+    forbidden in the exercises graded against it, or unable to compute their reference?"""
+    unclassified = [op for op in registered_operators() if classify(op, exercise) == "UNCLASSIFIED"]
+    assert not unclassified, f"{exercise}: forbid these or say why they cannot compute its reference"
+
+
+@pytest.mark.parametrize("operator", NO_TENSOR)
+def test_operators_said_to_compute_no_tensor_do_not(operator):
+    """Does each operator let through as computing no tensor return something else?"""
+    assert not isinstance(NO_TENSOR[operator](), torch.Tensor)
+
+
+def test_the_families_leave_the_primitives_of_right_answers_alone():
+    """Is no primitive of a right answer (logsumexp, einsum, baddbmm, F.normalize's norm,
+    exp2, amax) taken for a softmax or attention kernel?"""
+    for name in ("aten.logsumexp", "aten.einsum", "aten.baddbmm", "aten.bmm", "aten.exp2", "aten.amax",
+                 "aten.linalg_vector_norm", "aten.masked_fill", "aten.div"):
+        assert EXERCISES["softmax"].forbidden.operator_hit(name) is None, name
 
 
 # ---------------------------------------------------------------- the source scan

@@ -212,3 +212,15 @@ def test_where_you_stand_in_a_notebook(tmp_path, monkeypatch):
     text = "".join(out.get("text", "") for out in nb.cells[-1].outputs)
     assert "qkv_projections" in text and "2 / 2  passed" in text
     assert "0 / 2  not attempted" in text and "2 / 4" in text
+
+
+def test_where_you_stand_without_its_notebook(tmp_path, monkeypatch):
+    """When the notebook cannot be found (a copy graded far from the course), does the table
+    say so in a line instead of raising?"""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(progress, "COURSE_DIR", tmp_path)
+    progress.exercises.cache_clear()
+    try:
+        assert "no notebook of 10.1 was found" in progress.report("10.1")
+    finally:
+        progress.exercises.cache_clear()

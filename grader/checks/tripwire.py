@@ -10,6 +10,13 @@ While a check runs learner code, two tripwires watch it:
   led to it (``torch._C``, ``torch.ops``, a function mode switched off): the kernels behind
   the references, such as ``aten._softmax`` or the fused attention kernels.
 
+Besides the names listed one by one, an exercise forbids whole families of operators,
+picked by name: every kernel whose name says ``softmax`` (``aten._masked_softmax``,
+``quantized.softmax`` ...) or ``attention``, however it is reached and whatever PyTorch
+adds next (tests/test_tripwire.py walks the operators this torch registers). An attention
+kernel computes a softmax too (one query, the logits as keys, an identity as the values),
+so the softmax exercise forbids both families.
+
 A correct answer written from primitives (``exp``, ``logsumexp``, ``einsum``, ``baddbmm``,
 ``masked_fill`` ...) runs none of these operators, so it is never caught.
 """
@@ -19,41 +26,89 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
 @dataclass(frozen=True)
-class Forbidden:
-    """What an exercise may not call: Python-level functions and the ATen operators that
-    only those functions run (each operator maps to the function it is the kernel of)."""
+class Family:
+    """The operators and functions whose name contains one of ``words`` (or is one of
+    ``names``): the kernels of one kind of reference, overloads and variants included."""
 
-    functions: frozenset[str] = frozenset()
+    label: str  # what the learner called, for the feedback
+    words: tuple[str, ...]
+    names: tuple[str, ...] = ()  # members whose name does not say it: "_transformer_encoder_layer_fwd"
+
+    def __contains__(self, name: str) -> bool:
+        """Is ``name`` (``aten._masked_softmax``, ``torch._masked_softmax``) a member?"""
+        short = name.rsplit(".", 1)[-1]
+        return short in self.names or any(word in short for word in self.words)
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """What an exercise may not call: Python-level functions, the ATen operators that
+    only those functions run (each operator maps to the function it is the kernel of), and
+    families of both picked by name."""
+
+    functions: frozenset[str] = frozenset()  # also what the source scan looks for (autograde.cells)
     operators: tuple[tuple[str, str], ...] = ()  # (operator, what the learner called)
+    families: tuple[Family, ...] = ()
 
     def __or__(self, other: Forbidden) -> Forbidden:
         return Forbidden(self.functions | other.functions,
-                         tuple(dict([*self.operators, *other.operators]).items()))
+                         tuple(dict([*self.operators, *other.operators]).items()),
+                         tuple(dict.fromkeys([*self.families, *other.families])))
 
     def __bool__(self) -> bool:
-        return bool(self.functions or self.operators)
+        return bool(self.functions or self.operators or self.families)
+
+    def operator_hit(self, name: str) -> str | None:
+        """The hit to report if operator ``name`` (``aten._softmax``) runs, else None."""
+        label = dict(self.operators).get(name) or next(
+            (family.label for family in self.families if name in family), None)
+        return label and f"{label} (its operator {name} ran)"
+
+    def function_hit(self, name: str) -> str | None:
+        """The hit to report if torch function ``name`` (``torch._softmax``) is called."""
+        forbidden = name in self.functions or any(name in family for family in self.families)
+        return name if forbidden else None
+
+    @cached_property
+    def seen(self) -> tuple[dict, dict]:
+        """What each operator and function seen so far gives (a hit or None): the tripwires
+        decide once per callable, then pay one dictionary look-up per call."""
+        return {}, {}
 
 
-def forbid(functions: Iterable[str] = (), operators: dict[str, str] | None = None) -> Forbidden:
-    return Forbidden(frozenset(functions), tuple((operators or {}).items()))
+def forbid(functions: Iterable[str] = (), operators: dict[str, str] | None = None,
+           families: Iterable[Family] = ()) -> Forbidden:
+    return Forbidden(frozenset(functions), tuple((operators or {}).items()), tuple(families))
 
 
 NOTHING = Forbidden()
+
+#: Every kernel whose name says softmax: _softmax, _masked_softmax, _sparse_softmax,
+#: quantized.softmax, their log_ and backward variants, what PyTorch adds next.
+SOFTMAX_KERNELS = Family("a softmax of PyTorch's", ("softmax",))
+#: Every kernel that computes an attention: the fused ones of F.scaled_dot_product_attention,
+#: nn.MultiheadAttention's, and the fused encoder layer's, whose name does not say it.
+ATTENTION_KERNELS = Family("an attention of PyTorch's", ("attention",), ("_transformer_encoder_layer_fwd",))
+#: The kernels that compute a whole multi-head attention, projections included.
+MULTIHEAD_KERNELS = Family("nn.MultiheadAttention", ("multi_head_attention",),
+                           ("_transformer_encoder_layer_fwd",))
 
 SOFTMAX = forbid(
     {"torch.softmax", "torch.nn.functional.softmax", "torch.Tensor.softmax", "torch.special.softmax",
      "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.Tensor.log_softmax",
      "torch.special.log_softmax", "torch._softmax", "torch._log_softmax", "torch._safe_softmax",
-     "aten.softmax", "aten._softmax", "aten.log_softmax", "aten._log_softmax", "aten._safe_softmax",
-     "aten.special_softmax", "aten.special_log_softmax"},
+     "torch._masked_softmax", "aten.softmax", "aten._softmax", "aten.log_softmax", "aten._log_softmax",
+     "aten._safe_softmax", "aten._masked_softmax", "aten.special_softmax", "aten.special_log_softmax"},
     {"aten._softmax": "torch.softmax", "aten._log_softmax": "torch.log_softmax",
-     "aten._safe_softmax": "a softmax of PyTorch's"})
+     "aten._safe_softmax": "a softmax of PyTorch's"},
+    (SOFTMAX_KERNELS, ATTENTION_KERNELS))
 
 #: The fused kernels of F.scaled_dot_product_attention (its math path on the CPU runs
 #: aten._safe_softmax, which nothing else does).
@@ -71,14 +126,17 @@ ATTENTION = forbid(
      "aten._scaled_dot_product_attention_math", *(op for op in SDPA_OPERATORS if op != "aten._safe_softmax"),
      "torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
      "aten._native_multi_head_attention"},
-    {**SDPA_OPERATORS, "aten._native_multi_head_attention": "nn.MultiheadAttention"})
+    {**SDPA_OPERATORS, "aten._native_multi_head_attention": "nn.MultiheadAttention",
+     "aten._transformer_encoder_layer_fwd": "nn.TransformerEncoderLayer"},
+    (ATTENTION_KERNELS,))
 
 MULTIHEAD = forbid(
     {"torch.nn.functional.multi_head_attention_forward", "torch._native_multi_head_attention",
      "aten._native_multi_head_attention", "torch._transformer_encoder_layer_fwd",
      "aten._transformer_encoder_layer_fwd"},
     {"aten._native_multi_head_attention": "nn.MultiheadAttention",
-     "aten._transformer_encoder_layer_fwd": "nn.TransformerEncoderLayer"})
+     "aten._transformer_encoder_layer_fwd": "nn.TransformerEncoderLayer"},
+    (MULTIHEAD_KERNELS,))
 
 LINEAR = forbid({"torch.nn.functional.linear", "aten.linear"})
 
@@ -98,12 +156,17 @@ class FunctionTripwire(TorchFunctionMode):
 
     def __init__(self, forbidden: Forbidden, hits: set[str]):
         super().__init__()
-        self.forbidden, self.hits = forbidden.functions, hits
+        self.forbidden, self.seen, self.hits = forbidden, forbidden.seen[0], hits
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = function_name(func)
-        if name in self.forbidden:
-            self.hits.add(name)
+        try:
+            hit = self.seen[func]
+        except KeyError:
+            hit = self.seen[func] = self.forbidden.function_hit(function_name(func))
+        except TypeError:  # an unhashable callable: decided on every call
+            hit = self.forbidden.function_hit(function_name(func))
+        if hit:
+            self.hits.add(hit)
         return func(*args, **(kwargs or {}))
 
 
@@ -119,12 +182,15 @@ class OperatorTripwire(TorchDispatchMode):
 
     def __init__(self, forbidden: Forbidden, hits: set[str]):
         super().__init__()
-        self.operators, self.hits = dict(forbidden.operators), hits
+        self.forbidden, self.seen, self.hits = forbidden, forbidden.seen[1], hits
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        name = str(func).rsplit(".", 1)[0]  # aten._softmax.default -> aten._softmax
-        if name in self.operators:
-            self.hits.add(f"{self.operators[name]} (its operator {name} ran)")
+        try:
+            hit = self.seen[func]
+        except KeyError:  # aten._softmax.default -> aten._softmax
+            hit = self.seen[func] = self.forbidden.operator_hit(str(func).rsplit(".", 1)[0])
+        if hit:
+            self.hits.add(hit)
         return func(*args, **(kwargs or {}))
 
 

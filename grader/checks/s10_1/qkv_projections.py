@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from course.visible.s10_1.qkv_projections import QKV, SWAPPED
+from course.visible.s10_1.qkv_projections import K_FROM_Q, QKV, SWAPPED
 from grader.checks.core import Case, Outputs, call_learner, expect_tuple, generator, randn
 from grader.checks.exercise import Exercise, check_device_independence, forward_backward, registered
 from grader.checks.s10_1.cases import cases
@@ -30,7 +30,8 @@ def _through_linear(case: Case, device: torch.device, order=("W_q", "W_k", "W_v"
 class QKVProjections(Exercise):
     name = "qkv_projections"
     forbidden = LINEAR
-    mistakes = {SWAPPED: lambda case, device: _through_linear(case, device, ("W_k", "W_q", "W_v"))}
+    mistakes = {SWAPPED: lambda case, device: _through_linear(case, device, ("W_k", "W_q", "W_v")),
+                K_FROM_Q: lambda case, device: _through_linear(case, device, ("W_q", "W_q", "W_v"))}
 
     def cases(self):
         return cases()
