@@ -8,6 +8,8 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 .PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11) and "The course needs Python 3.11 or newer; " \
+		"python3 is " + sys.version.split()[0] + ": install 3.11 and put it first on PATH.")'
 	python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -r requirements-dev.txt

@@ -31,14 +31,22 @@ def notebook_name(assignment: str, root: Path = ROOT) -> str:
     return notebook_path(assignment, root=root).name
 
 
+def as_python(source: str) -> str:
+    """A cell's code as plain Python: IPython's ``%magic`` lines (the set-up cell's ``%pip``
+    for Colab) written as the calls IPython makes of them."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    return TransformerManager().transform_cell(source) if "%" in source or "!" in source else source
+
+
 def exercise_cells(path: Path) -> list[str]:
-    """Sources of the setup, given (read-only) and solution cells, in notebook order."""
+    """Python of the setup, given (read-only) and solution cells, in notebook order."""
     nb = nbformat.read(path, as_version=4)
     sources = []
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type == "code" and meta and not meta.get("grade"):
-            sources.append(cell.source)
+            sources.append(as_python(cell.source))
     return sources
 
 

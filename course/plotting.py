@@ -7,7 +7,6 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
-from torch.utils import benchmark
 
 
 def _as_array(matrix):
@@ -109,6 +108,8 @@ def attention_maps_per_head(weights, query_labels, key_labels, *, title="One map
 def seconds_per_call(function, *args, min_run_time: float = 0.05) -> float:
     """Median seconds per call of ``function(*args)``, measured by ``torch.utils.benchmark``
     (warm-up, blocks of calls long enough for the clock, one CPU thread)."""
+    from torch.utils import benchmark  # here, not at load: it warns on a CUDA build without a GPU
+
     timer = benchmark.Timer(stmt="function(*args)", globals={"function": function, "args": args})
     return timer.blocked_autorange(min_run_time=min_run_time).median
 

@@ -31,13 +31,16 @@ Batch = tuple[torch.Tensor, torch.Tensor]  # (src (B, n_src), tgt (B, n_tgt))
 
 
 def data_path(path: str | os.PathLike | None = None) -> Path:
-    """Where the corpus is: ``path``, else ``$COURSE_DATA_DIR/fr_en.tsv``, else the repo's data/."""
+    """Where the corpus is: ``path``, else ``$COURSE_DATA_DIR/fr_en.tsv``, else the repo's data/
+    (or ``course/data/``, where pip puts it when it installs a student release on Colab)."""
     if path is not None:
         return Path(path)
     data_dir = os.environ.get("COURSE_DATA_DIR")
     if data_dir:
         return Path(data_dir) / DATA_FILE
-    return Path(__file__).resolve().parent.parent / "data" / DATA_FILE
+    here = Path(__file__).resolve().parent
+    installed = here / "data" / DATA_FILE
+    return installed if installed.is_file() else here.parent / "data" / DATA_FILE
 
 
 def load_pairs(path: str | os.PathLike | None = None, split: str | None = None) -> list[Pair]:

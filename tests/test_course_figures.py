@@ -152,14 +152,16 @@ def test_encoding_curves_are_sampled_finely():
 
 def test_timing_uses_torch_benchmark(monkeypatch):
     """Is attention timed by torch.utils.benchmark (blocked_autorange), not a hand-made loop?"""
+    from torch.utils import benchmark  # plotting imports it only when it measures
+
     calls = []
-    original = torch.utils.benchmark.Timer.blocked_autorange
+    original = benchmark.Timer.blocked_autorange
 
     def spy(self, *args, **kwargs):
         calls.append(kwargs.get("min_run_time"))
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(torch.utils.benchmark.Timer, "blocked_autorange", spy)
+    monkeypatch.setattr(benchmark.Timer, "blocked_autorange", spy)
     assert seconds_per_call(torch.matmul, torch.ones(4, 4), torch.ones(4, 4), min_run_time=0.01) > 0
     assert calls == [0.01]
 

@@ -5,6 +5,7 @@ import ast
 import nbformat
 import pytest
 
+from bench.samples import as_python
 from grader.paths import assignment_names as assignments
 from grader.paths import solutions_dir
 
@@ -16,7 +17,7 @@ MARKERS = ("### BEGIN SOLUTION", "### END SOLUTION")
 
 def definitions(source: str) -> dict[str, str]:
     """Top-level functions and classes of ``source`` by name, as their dedented source text."""
-    source = "\n".join(line for line in source.splitlines() if line.strip() not in MARKERS)
+    source = "\n".join(line for line in as_python(source).splitlines() if line.strip() not in MARKERS)
     tree = ast.parse(source)
     return {node.name: ast.get_source_segment(source, node) for node in tree.body
             if isinstance(node, (ast.FunctionDef, ast.ClassDef))}

@@ -1,8 +1,9 @@
 """Build what a course publishes to learners: ``python -m grader student-bundle OUT``.
 
 The bundle is a folder ready to push as the public student repository: the learner
-notebooks, the helpers (``course/``) and data they use, ``environment.yml`` and Binder's
-``postBuild``, and a learner README with Binder and Colab badges. Nothing of
+notebooks, the helpers (``course/``) and data they use, ``requirements.txt``,
+``environment.yml`` and Binder's ``postBuild``, and a learner README with Binder and Colab
+badges and install steps. Nothing of
 ``solutions/``, the hidden tests or ``grader/`` goes in, and :func:`find_leaks` proves it
 on exactly what is published.
 
@@ -15,8 +16,9 @@ data and the README are brought up to date (they hold no learner work), after a 
 every published notebook still finds what it imports. ``.course-release.json`` records
 what was published, as which repository and branch.
 
-Every published notebook's set-up cell fetches the helpers from the repository and branch
-it is published as (:mod:`grader.publish.setup_cell`).
+Every published notebook's set-up cell installs the helpers on Colab from the repository
+and branch it is published as (:mod:`grader.publish.setup_cell`); the files that set up a
+learner's own machine or Binder, and the README, come from :mod:`grader.publish.learner`.
 """
 
 from __future__ import annotations
@@ -34,32 +36,14 @@ import nbformat
 
 from grader.errors import PublishError, UsageError
 from grader.paths import course_root
-from grader.publish import setup_cell
+from grader.publish import learner, setup_cell
 
 DEFAULT_REPOSITORY = "transformer-course/transformer-course"
 RELEASE_FILE = ".course-release.json"
-TOP_FILES = ("environment.yml", "postBuild")
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "train_reference.py")
 #: Never published: the instructor's folders and files.
 INSTRUCTOR_DIRS = {"solutions", "grader", "tests", "autograded", "submitted", "feedback", "exchange"}
 INSTRUCTOR_FILES = {"train_reference.py", "gradebook.db", "nbgrader_config.py"}
-
-STUDENT_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=64"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "transformer-course-helpers"
-version = "0.1.0"
-description = "Helpers imported by the Transformer course notebooks."
-requires-python = ">=3.9"
-dependencies = ["torch>=2.1", "numpy", "matplotlib", "tqdm"]
-
-[tool.setuptools.packages.find]
-include = ["course*"]
-"""
-
 
 # ---------------------------------------------------------------- sections
 
@@ -109,21 +93,9 @@ def badges(repository: str, branch: str = "main", root: Path | None = None) -> s
 
 
 def learner_readme(repository: str, branch: str, root: Path, complete: bool = True) -> str:
-    sections = [section_of(a) for a in learner_assignments(root)]
-    so_far = "" if complete else (
-        f"\nPublished so far: {', '.join(sections)}. The next sections appear here as the\n"
-        "course goes on; what you already have never changes.\n")
-    return f"""# The Transformer, hands on: learner notebooks
-
-Notebooks in which you build the Transformer from its parts in PyTorch; every piece you
-write is checked at once against PyTorch's own modules.
-{so_far}
-Open the whole course on Binder, or one notebook on Colab:
-
-{badges(repository, branch, root)}
-On your own machine: `pip install -e .` (with PyTorch 2.1 or newer), then
-`jupyter lab notebooks/`. Run each notebook top to bottom, setup cell first.
-"""
+    """The release's README (``root``: the release), see :func:`grader.publish.learner.readme`."""
+    published = [section_of(a) for a in learner_assignments(root)]
+    return learner.readme(badges(repository, branch, root), course_root(), published, complete)
 
 
 # ---------------------------------------------------------------- what sections use
@@ -134,8 +106,9 @@ def code_cells(path: Path) -> list[str]:
 
 
 def parse_code(text: str) -> ast.AST:
-    """Python of a code cell or module; IPython's ``%magic`` and ``!shell`` lines left out."""
-    lines = ["" if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines()]
+    """Python of a code cell or module; IPython's ``%magic`` and ``!shell`` lines as ``pass``."""
+    lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!"))
+             else line for line in text.splitlines()]
     try:
         return ast.parse("\n".join(lines))
     except SyntaxError:
@@ -299,7 +272,7 @@ def published_notebook(source: Path, repository: str, branch: str) -> str:
                is not None]
     where = f"{source.parent.name}/{source.name}"
     if len(holders) != 1:
-        raise PublishError(f"{where}: expected one cell with the COURSE_SOURCE line (the set-up "
+        raise PublishError(f"{where}: expected one cell with the helpers' pip line (the set-up "
                            f"cell), found {len(holders)}; restore it in solutions/ and run "
                            "`python -m grader generate`.")
     (cell,) = holders
@@ -339,10 +312,12 @@ def stage(staging: Path, root: Path, due: list[str], repository: str, branch: st
     shipped = [p for p in (staging / "course").rglob("*.py")] + notebooks
     if (root / "data").is_dir() and uses_data([_code_text(p) for p in shipped], root / "data"):
         shutil.copytree(root / "data", staging / "data", ignore=IGNORED, dirs_exist_ok=True)
-    for name in TOP_FILES:
-        if (root / name).is_file():
-            shutil.copy2(root / name, staging / name)
-    (staging / "pyproject.toml").write_text(STUDENT_PYPROJECT)
+    shutil.copy2(root / "postBuild", staging / "postBuild")
+    (staging / "requirements.txt").write_text(learner.requirements(root))
+    (staging / "environment.yml").write_text(learner.environment(root))
+    packages = sorted(".".join(p.parent.relative_to(staging).parts)
+                      for p in (staging / "course").rglob("__init__.py"))
+    (staging / "pyproject.toml").write_text(learner.pyproject(packages, (staging / "data").is_dir()))
     (staging / "README.md").write_text(learner_readme(repository, branch, staging, complete))
     broken = [f"{p.relative_to(staging)} imports {name}" for p in
               sorted((staging / "notebooks").glob("*/*.ipynb"))
