@@ -2,8 +2,8 @@
 
 The learner's loop runs on a stand-in language model, with the contract's ``next_token_probs``
 put in place of the notebook's for the check (so that sample is graded on its own), and every
-``torch.multinomial`` call is watched; the reference is the contract's loop with a generator
-seeded the same way.
+``torch.multinomial`` call is watched: each step is then checked against the contract from the
+learner's own ids (what the model saw, what was drawn, what was appended, when it stopped).
 """
 
 from __future__ import annotations
@@ -84,36 +84,23 @@ class StandIn(nn.Module):
         return self.tok_embed(ids) + self.pos_embed(positions) + self.mix[context]  # (B, n, V)
 
 
-def contract_sample(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None,
-                    eos_id=None, *, continue_eos=True, stop_early=True):
-    """The contract's loop; the keywords switch on known mistakes."""
-    ids, done = prompt, torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
-    with torch.no_grad():
-        for _ in range(max_new_tokens):
-            probs = contract_probs(model(ids[:, -model.max_len:])[:, -1], temperature, top_k, top_p)
-            token = torch.multinomial(probs, 1, generator=generator)  # (B, 1)
-            if eos_id is not None:
-                token = token.masked_fill(done[:, None], eos_id) if continue_eos else token
-                done = done | (token[:, 0] == eos_id)
-            ids = torch.cat([ids, token], dim=1)
-            if eos_id is not None and stop_early and bool(done.all()):
-                break
-    return ids
-
-
 class Draws(TorchFunctionMode):
-    """Notes every torch.multinomial call: its number of samples and whether it got ``generator``."""
+    """Notes every torch.multinomial call: its number of samples, whether it got ``generator``, the
+    probabilities it drew from and the tokens it drew."""
 
     def __init__(self, generator):
         super().__init__()
-        self.generator, self.calls = generator, []
+        self.generator, self.calls, self.draws = generator, [], []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        result = func(*args, **kwargs)
         if resolve_name(func) in MULTINOMIAL:
             samples = args[1] if len(args) > 1 else kwargs.get("num_samples")
             self.calls.append((samples, kwargs.get("generator") is self.generator))
-        return func(*args, **kwargs)
+            probs = args[0] if args else kwargs.get("input")
+            self.draws.append((probs.detach().clone(), result.detach().clone()))
+        return result
 
 
 @contextlib.contextmanager
@@ -135,8 +122,8 @@ def fail(message: str, mistake: Mistake | None = None):
     raise CheckFailure(message + (f"\n{mistake.sentence()}" if mistake else ""), mistake)
 
 
-def run_learner(sample, model, prompt, options, seed, device, where: str) -> torch.Tensor:
-    """The learner's ids, after checking how it drew them."""
+def run_learner(sample, model, prompt, options, seed, device, where: str) -> tuple[torch.Tensor, Draws]:
+    """The learner's ids and what it drew, after checking how it drew them."""
     g = torch.Generator(device=device).manual_seed(seed)
     draws = Draws(g)
     try:
@@ -156,31 +143,62 @@ def run_learner(sample, model, prompt, options, seed, device, where: str) -> tor
         fail(f"sample drew tokens without the generator it was given in {where}.", NOT_SEEDED)
     n0 = prompt.shape[1]
     if out.shape[1] < n0 or not torch.equal(out[:, :n0].cpu(), prompt.cpu()):
-        return out  # no prompt first: compare_ids says what came back
+        mistake = PROMPT_DROPPED if out.shape[1] == len(draws.calls) else None
+        fail(f"sample's ids should start with the prompt in {where}: the first {n0} tokens of each row "
+             "are not the prompt's.", mistake)
     steps = out.shape[1] - n0
     if len(draws.calls) != steps or any(samples != 1 for samples, _ in draws.calls):
         fail(f"sample made {len(draws.calls)} torch.multinomial call(s) for {steps} new token(s) per row in "
              f"{where}.", SEVERAL_DRAWS)
-    return out
+    return out, draws
 
 
-def compare_ids(got, model, prompt, options, seed, device, where: str) -> None:
-    """The learner's ids against the contract's loop, naming a known mistake."""
-    def reference(**mistake):
-        g = torch.Generator(device=device).manual_seed(seed)
-        return contract_sample(model, prompt, generator=g, **options, **mistake)
+def _probs(model, ids, window: int, options) -> torch.Tensor:
+    """The contract's next-token probabilities when the model sees the last ``window`` ids."""
+    with torch.no_grad():
+        logits = model(ids[:, -window:])[:, -1]  # (B, V)
+    return contract_probs(logits, options["temperature"], options["top_k"], options["top_p"])
 
-    want = reference()
-    if got.shape == want.shape and torch.equal(got.cpu(), want.cpu()):
-        return
-    variants = {EOS_NOT_CONTINUED: lambda: reference(continue_eos=False),
-                NO_EARLY_STOP: lambda: reference(stop_early=False),
-                PROMPT_DROPPED: lambda: reference()[:, prompt.shape[1]:]}
-    mistake = next((m for m, run in variants.items()
-                    if (v := run()).shape == got.shape and torch.equal(v.cpu(), got.cpu())), None)
-    fail(f"sample's ids differ from the contract's loop with the same seed in {where}: got shape "
-         f"{tuple(got.shape)}, expected {tuple(want.shape)}; first rows {got[0].tolist()} instead of "
-         f"{want[0].tolist()}.", mistake)
+
+def verify_steps(got, draws: Draws, model, prompt, options, where: str) -> None:
+    """Step by step, the learner's ids against the contract: each draw was made from
+    ``next_token_probs`` of the model's output for the ids so far (at most max_len of them), each
+    new column is what was drawn (eos_id for rows that had finished), and the loop stopped when
+    the contract says. The check recomputes each step from the learner's own ids: it replays no loop."""
+    n0, eos = prompt.shape[1], options["eos_id"]
+    done = torch.zeros(got.shape[0], dtype=torch.bool, device=got.device)
+    for t, (probs, drawn) in enumerate(draws.draws):
+        ids = got[:, :n0 + t]  # (B, n0 + t): the ids before step t
+        want = _probs(model, ids, model.max_len, options)
+        if probs.shape != want.shape or not torch.allclose(probs.to(want), want, rtol=1e-4, atol=1e-6):
+            seen = next((w for w in range(1, ids.shape[1] + 1) if w != min(ids.shape[1], model.max_len)
+                         and torch.allclose(probs.to(want), _probs(model, ids, w, options), rtol=1e-4,
+                                            atol=1e-6)), None)
+            if seen is not None:
+                fail(f"sample fed the model the last {seen} tokens at step {t + 1} in {where}, where it "
+                     f"sees min(n, max_len) = {min(ids.shape[1], model.max_len)} of them: "
+                     "model(ids[:, -max_len:]).")
+            fail(f"sample's draw at step {t + 1} did not use next_token_probs(model(ids)[:, -1], "
+                 f"temperature, top_k, top_p) of the ids so far in {where}.")
+        column = drawn[:, 0].to(got.device)
+        if eos is not None:
+            if not torch.equal(got[:, n0 + t][~done], column[~done]):
+                fail(f"sample's new tokens at step {t + 1} are not the ones torch.multinomial drew in "
+                     f"{where}.")
+            if not bool((got[:, n0 + t][done] == eos).all()):
+                fail(f"sample drew new tokens for rows that had produced eos_id in {where}.",
+                     EOS_NOT_CONTINUED)
+            done = done | (got[:, n0 + t] == eos)
+            if bool(done.all()) and t + 1 < len(draws.draws):
+                fail(f"sample went on drawing after every row had produced eos_id in {where}.", NO_EARLY_STOP)
+        elif not torch.equal(got[:, n0 + t], column):
+            fail(f"sample's new tokens at step {t + 1} are not the ones torch.multinomial drew in "
+                 f"{where}.")
+    steps = got.shape[1] - n0
+    finished = eos is not None and bool(done.all())
+    if steps > options["max_new_tokens"] or (steps < options["max_new_tokens"] and not finished):
+        fail(f"sample returned {steps} new token(s) per row in {where}, with max_new_tokens="
+             f"{options['max_new_tokens']}: it stops early only when every row has produced eos_id.")
 
 
 def check_case(sample, case, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -191,8 +209,8 @@ def check_case(sample, case, dtype=torch.float32, device="cpu") -> torch.Tensor:
     prompt = (prompt + (prompt >= 2).long()).to(device)  # no eos_id (2) in the prompt
     options = {"max_new_tokens": max_new, "temperature": temperature, "top_k": top_k, "top_p": top_p,
                "eos_id": eos_id}
-    got = run_learner(sample, model, prompt, options, seed, device, where)
-    compare_ids(got, model, prompt, options, seed, device, where)
+    got, draws = run_learner(sample, model, prompt, options, seed, device, where)
+    verify_steps(got, draws, model, prompt, options, where)
     return got
 
 

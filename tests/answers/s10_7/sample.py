@@ -79,7 +79,7 @@ def answers(solution):
         bug("torch.distributions.Categorical", make(categorical=True), mistake=NOT_SEEDED),
         bug("one draw per row", make(per_row=True), hidden="multinomial call", mistake=SEVERAL_DRAWS),
         bug("not truncated", make(truncate=-1), hidden="too many tokens", mistake=NOT_TRUNCATED),
-        bug("truncated one short", make(truncate=1), hidden="differ"),
+        bug("truncated one short", make(truncate=1), hidden="fed the model the last"),
         bug("eos rows not continued", make(continue_eos=False), mistake=EOS_NOT_CONTINUED),
         bug("no early stop", make(stop_early=False), mistake=NO_EARLY_STOP),
         bug("prompt dropped", make(keep_prompt=False), mistake=PROMPT_DROPPED),
