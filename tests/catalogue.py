@@ -20,7 +20,6 @@ import time
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from bench.samples import load_solution_namespace, run_visible_test
 from tests.answers import DEVICE, REFERENCE, Answer, Entry, assignment_of, declared, declared_sections
@@ -72,9 +71,6 @@ def _tests(section: str):
     if section == "10.5":
         module.MultiHeadAttention = namespace["MultiHeadAttention"]
         module.FeedForwardSolution = namespace["FeedForward"]
-    if section == "10.6":
-        for name in module.GIVEN:
-            setattr(module, name, namespace[name])
     return module, namespace
 
 
@@ -282,110 +278,6 @@ def _block_bugs(T):
              "pre-norm: norm1 for both": BlockFFNSharedAttention})
 
 
-# ---------------------------------------------------------------- new planted bugs: 10.6
-
-
-def _decoder_bugs(T):
-    class SharedAttention(T.DecoderBase):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.cross_attn = self.self_attn
-
-    class ActivationIgnored(T.DecoderBase):
-        def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
-            super().__init__(d_model, num_heads, d_ff, dropout, "relu", norm_first)
-
-    class SharedNorm(T.DecoderBase):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.norm3 = self.norm2
-
-    return {"cross_attn is self_attn (aliased)": SharedAttention, "activation ignored": ActivationIgnored,
-            "norm3 is norm2 (aliased)": SharedNorm}
-
-
-def _transformer_bugs(T):
-    class NoSourcePositions(T.TransformerBase):
-        def encode(self, src, src_mask):
-            x = self.embed(self.src_embed, src, positions=False)
-            for layer in self.encoder_layers:
-                x = layer(x, mask=src_mask)
-            return self.encoder_norm(x)
-
-    class IgnoresMaxLen(T.TransformerBase):
-        def __init__(self, *args, max_len=64, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.pos_encoding = T.PositionalEncoding(self.out.in_features)
-
-    class DecoderCountFromEncoder(T.TransformerBase):
-        def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
-                     num_encoder_layers=2, num_decoder_layers=2, **kwargs):
-            super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_encoder_layers,
-                             num_encoder_layers, **kwargs)
-
-    class RepeatedBlock(T.TransformerBase):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.encoder_layers = nn.ModuleList([self.encoder_layers[0]] * len(self.encoder_layers))
-
-    class BlocksAlwaysPostNorm(T.TransformerBase):
-        def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
-                     num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, activation="relu",
-                     norm_first=False, max_len=64, pad_id=0):
-            super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_encoder_layers,
-                             num_decoder_layers, dropout, activation, norm_first, max_len, pad_id)
-            options = dict(dropout=dropout, activation=activation)  # norm_first forgotten
-            self.encoder_layers = nn.ModuleList(
-                [T.TransformerBlock(d_model, num_heads, d_ff, **options) for _ in range(num_encoder_layers)])
-            self.decoder_layers = nn.ModuleList(
-                [T.DecoderBlock(d_model, num_heads, d_ff, **options) for _ in range(num_decoder_layers)])
-
-    class BlocksAlwaysRelu(T.TransformerBase):
-        def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
-                     num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, activation="relu",
-                     norm_first=False, max_len=64, pad_id=0):
-            super().__init__(src_vocab_size, tgt_vocab_size, d_model, num_heads, d_ff, num_encoder_layers,
-                             num_decoder_layers, dropout, "relu", norm_first, max_len, pad_id)
-
-    class NoEncoderNorm(T.TransformerBase):
-        def encode(self, src, src_mask):
-            x = self.embed(self.src_embed, src)
-            for layer in self.encoder_layers:
-                x = layer(x, mask=src_mask)
-            return x
-
-    class SoftmaxOutput(T.TransformerBase):
-        def decode(self, tgt, memory, src_mask):
-            return torch.softmax(super().decode(tgt, memory, src_mask), dim=-1)
-
-    class CausalOnCPU(T.TransformerBase):
-        def target_mask(self, tgt):
-            return T.causal_mask(tgt.shape[1])  # on the CPU whatever tgt's device
-
-    return [("no source positions", NoSourcePositions, None), ("max_len ignored", IgnoresMaxLen, None),
-            ("decoder blocks counted with num_encoder_layers", DecoderCountFromEncoder, None),
-            ("one encoder block repeated (aliased)", RepeatedBlock, None),
-            ("norm_first not passed to the blocks", BlocksAlwaysPostNorm, None),
-            ("activation not passed to the blocks", BlocksAlwaysRelu, None),
-            ("pre-norm: encoder_norm not applied", NoEncoderNorm, None),
-            ("probabilities returned instead of logits", SoftmaxOutput, None),
-            ("causal mask on the CPU", CausalOnCPU, DEVICE)]
-
-
-@torch.no_grad()
-def greedy_argmax_batch(model, src, bos_id, eos_id, max_len):
-    """The argmax over the batch axis instead of the vocabulary."""
-    mask = (src != model.pad_id)[:, None, None, :]
-    memory = model.encode(src, mask)
-    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
-    while ys.shape[1] < max_len:
-        word = model.decode(ys, memory, mask)[:, -1].argmax(0).expand(src.shape[0])
-        ys = torch.cat([ys, word[:, None]], dim=1)
-        if (ys == eos_id).any(1).all():
-            break
-    return ys
-
-
 # ---------------------------------------------------------------- the catalogue
 
 
@@ -515,44 +407,6 @@ def build() -> list[Entry]:
     for label, cls in block_bugs.items():
         bug("10.5", "TransformerBlock", label, cls)
 
-    T, ns = _tests("10.6")
-    for name in ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode"):
-        right("10.6", name, "solution", ns[name])
-    for f in (T.causal_arange, T.causal_not_triu, T.causal_float_compare):
-        right("10.6", "causal_mask", f.__name__, f)
-    for label, (f, _) in T.CAUSAL_BUGS.items():
-        bug("10.6", "causal_mask", label, f, DEVICE if label == "ignores device" else None)
-    for f in (T.padding_unsqueeze, T.padding_view):
-        right("10.6", "padding_mask", f.__name__, f)
-    for label, (f, _) in T.PADDING_BUGS.items():
-        bug("10.6", "padding_mask", label, f)
-    for cls in (T.DecoderBase, T.DecoderFunctionalDropout):
-        right("10.6", "DecoderBlock", cls.__name__, cls)
-    for label, (cls, _) in T.DECODER_BUGS.items():
-        bug("10.6", "DecoderBlock", label, cls, REFERENCE if "MultiheadAttention" in label else None)
-    for label, cls in _decoder_bugs(T).items():
-        bug("10.6", "DecoderBlock", label, cls)
-    for cls in (T.TransformerBase, T.TransformerTargetPadding):
-        right("10.6", "Transformer", cls.__name__, cls)
-    for label, (cls, _) in T.TRANSFORMER_BUGS.items():
-        bug("10.6", "Transformer", label, cls)
-    for label, cls, only in _transformer_bugs(T):
-        bug("10.6", "Transformer", label, cls, only)
-    for f in (T.greedy_one_by_one, T.greedy_pad_after_eos):
-        right("10.6", "greedy_decode", f.__name__, f)
-    for label, (f, _) in T.GREEDY_BUGS.items():
-        bug("10.6", "greedy_decode", label, f)
-    bug("10.6", "greedy_decode", "argmax over the batch", greedy_argmax_batch)
-    right("10.6", "greedy_decode_cached", "solution", ns["greedy_decode_cached"])
-    for f in (T.cached_lists_einsum, T.cached_drops_finished):
-        right("10.6", "greedy_decode_cached", f.__name__, f)
-    for label, (make, _) in T.CACHED_BUGS.items():
-        bug("10.6", "greedy_decode_cached", label, make(ns), DEVICE if "fixed device" in label else None)
-    right("10.6", "beam_search", "solution", ns["beam_search"])
-    for f in (T.beam_lists, T.beam_no_early_stop):
-        right("10.6", "beam_search", f.__name__, f)
-    for label, (f, _) in T.BEAM_BUGS.items():
-        bug("10.6", "beam_search", label, f)
     return entries
 
 

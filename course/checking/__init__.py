@@ -14,6 +14,9 @@ whichever side speaks:
 - :mod:`.outputs`: seeded inputs, outputs with gradients, comparing named outputs;
 - :mod:`.modules`: a learner module's layers, distinct where they must be;
 - :mod:`.registry`: how an exercise's check is registered by name and found.
+- :mod:`.blocks`: the contract's Transformer blocks next to PyTorch's layers (weights copied in,
+  masks in their polarity, dropout off in eval mode);
+- :mod:`.standins`: stand-in models decoders are checked on, and the checks of their ids.
 """
 
 from course.checking.compare import (

@@ -1,0 +1,194 @@
+"""Visible check of ``greedy_decode_cached``: on stand-in models with the notebook's layout, every token
+the greedy choice of the full decoder, the encoder run once, one new position per step, the
+cross-attention keys computed once; its known mistakes and the messages both sides give."""
+
+from __future__ import annotations
+
+import contextlib
+from functools import partial
+
+import torch
+from torch import nn
+
+from course.checking import CheckFailure, Mistake, call_learner, passed, tolerance, visible_check
+from course.checking.standins import STAND_IN_DIMS, StandInTranslator, expect_token_ids, teacher_forced
+from course.decoding import positions_per_call
+
+NAME = "greedy_decode_cached"
+NEWEST = ("The newest token is at position t = (tokens so far) - 1: add pe[t] (for example "
+          "model.pos_encoding.pe[ys.shape[1] - 1]) to its embedding.")
+POSITION_ZERO = Mistake("position_zero", "every new token embedded at position 0", NEWEST)
+POSITION_NEXT = Mistake("position_next", "every new token embedded one position too far", NEWEST)
+NO_SELF_CACHE = Mistake("no_self_cache", "self-attention that sees only the newest position",
+                        "Append the newest key and value to the block's cache, then let the newest "
+                        "query attend "
+                        "to all the cached keys: every earlier position, and itself.")
+SHARED_CACHE = Mistake("shared_cache", "one cache shared by all decoder blocks",
+                       "Each decoder block has its own keys and values: keep one cache per block.")
+NO_MEMORY_MASK = Mistake("no_memory_mask", "cross-attention without the source padding mask",
+                         "Pass src_mask (padding_mask(src, model.pad_id)) to every cross-attention, as "
+                         "decode "
+                         "does.")
+NO_DECODER_NORM = Mistake("no_decoder_norm", "decoder_norm skipped before the output layer",
+                          "Apply model.decoder_norm before model.out, as decode does (it is a LayerNorm when "
+                          "norm_first=True).")
+ALWAYS_POST = Mistake("always_post", "post-norm sublayers although the blocks are pre-norm",
+                      "Follow block.norm_first: x + sublayer(norm(x)) when True, norm(x + sublayer(x)) when "
+                      "False.")
+#: The mistakes this check sees, with the switches of teacher_forced that reproduce them.
+SWITCHES = {POSITION_ZERO: {"position": "zero"}, POSITION_NEXT: {"position": "next"},
+            NO_SELF_CACHE: {"self_mask": "own"}, NO_MEMORY_MASK: {"memory_mask": False},
+            NO_DECODER_NORM: {"decoder_norm": False}, ALWAYS_POST: {"norm_first": False}}
+HOW = ("The check runs greedy_decode_cached on stand-in models with the notebook's layout (model.encode, "
+       "tgt_embed, pos_encoding.pe, decoder_layers with self_attn, cross_attn, ffn, norm1, norm2, norm3 and "
+       "norm_first, decoder_norm, out, pad_id): keep your helpers as functions that take these parts, not as "
+       "new methods of your classes.")
+CASES = [  # name, (encoder, decoder blocks), norm_first, activation, pad_id, pads per sentence,
+    # n_src, bos, eos, max_len, seed, dtype: sentences that end at different steps
+    ("post-norm, 2 + 2 blocks, 3 sentences with padding", (2, 2), False, "relu", 0, (0, 2, 1), 6, 1, 8, 10,
+     15, torch.float64),
+    ("pre-norm, gelu, 1 + 2 blocks, max_len reached", (1, 2), True, "gelu", 0, (1, 0), 5, 1, 6, 8, 6,
+     torch.float64),
+    ("pad_id=3, bos_id=5, post-norm, 2 + 1 blocks, float32", (2, 1), False, "relu", 3, (2, 0), 6, 5, 6, 9, 39,
+     torch.float32),
+]
+
+
+def with_how(call):
+    """``call()``, with how the check's models are built added to an AttributeError's message."""
+    try:
+        return call()
+    except CheckFailure as failure:
+        if "has no attribute" not in str(failure):
+            raise
+        raise CheckFailure(f"{failure}\n{HOW}") from None
+
+
+def wrong_length(n: int, want: int, eos: int, where: str) -> str:
+    return (f"{NAME} returned {n} tokens per sentence in {where}, greedy decoding {want}: stop when every "
+            f"sentence has produced eos_id={eos} or the output has max_len tokens, as greedy_decode does.")
+
+
+def wrong_counts(encoder_runs: int, most: int, cross: int, B: int, n_src: int, where: str) -> str | None:
+    """What the layers' counts say (one encoder run, one new position per call, cross keys once), or None."""
+    if encoder_runs != 1:
+        return (f"{NAME} ran the encoder {encoder_runs} times in {where}: run model.encode(src, "
+                "src_mask) once, "
+                "before the loop, and keep its output (the memory).")
+    if most == 0:
+        return (f"{NAME} never called the decoder blocks' layers in {where} (block.self_attn.w_q(...), "
+                "block.ffn(...), block.norm1(...)): call them as modules, not through their weights. "
+                "The check "
+                "counts the positions each layer processes.")
+    if most > B:
+        return (f"{NAME}: one call of a decoder layer processed {most} positions in {where}, a batch of {B} "
+                "sentences. After the first step each decoder block should process only the newest "
+                "position of "
+                "each sentence and read the keys and values of the earlier positions from its cache.")
+    if cross > B * n_src:
+        return (f"{NAME} computed the cross-attention keys and values {cross // (B * n_src)} times in "
+                f"{where}: "
+                "they depend only on the memory, so compute them once per block, before the loop "
+                "(block.cross_attn.w_k(memory), block.cross_attn.w_v(memory)).")
+    return None
+
+
+def first_non_greedy(ids: list[list[int]], logits: torch.Tensor, eos: int) -> tuple[int, int] | None:
+    """The first (sentence, step) whose token is not the greedy choice of ``logits`` (B, n - 1,
+    vocab) at the step before (a token within rounding of the best counts as a choice); what
+    follows a sentence's eos_id is not looked at. None: every token is a greedy choice."""
+    rtol, atol = tolerance(logits.dtype)
+    for b, row in enumerate(ids):
+        for t in range(1, len(row)):
+            scores = logits[b, t - 1]
+            best = float(scores.max())
+            if not 0 <= row[t] < len(scores) or float(scores[row[t]]) < best - atol - rtol * abs(best):
+                return b, t
+            if row[t] == eos:
+                break
+    return None
+
+
+def greedy_length(ids: list[list[int]], eos: int, max_len: int) -> int:
+    """How many tokens greedy decoding returns with these choices: up to the step at which the
+    last sentence produced eos_id, or max_len."""
+    ends = [next((t for t in range(1, len(row)) if row[t] == eos), None) for row in ids]
+    return max_len if None in ends else min(max_len, max(ends) + 1)
+
+
+@contextlib.contextmanager
+def _counting(model: nn.Module):
+    """Positions per call (course.decoding.positions_per_call) of the stand-in's encoder blocks,
+    of every layer of its decoder blocks, and of their cross-attention w_k and w_v, apart."""
+    cross = ("cross_attn.w_k", "cross_attn.w_v")
+    with contextlib.ExitStack() as stack:
+        def watch(modules):
+            return [stack.enter_context(positions_per_call(module)) for module in modules]
+
+        yield {"encoder": watch(model.encoder_layers),
+               "decoder": watch(m for block in model.decoder_layers for name, m in block.named_modules()
+                                if name not in cross),
+               "cross": watch(block.get_submodule(name) for block in model.decoder_layers for name in cross)}
+
+
+def _diagnosis(model, tokens, ids, memory, src_mask, eos, max_len) -> Mistake | None:
+    """The known mistake whose greedy choices the learner's ids are."""
+    context = tokens[:, :-1].to(memory.device)
+    for mistake, switch in SWITCHES.items():
+        logits = teacher_forced(model, context, memory, src_mask, **switch)
+        if first_non_greedy(ids, logits, eos) is None and len(ids[0]) == greedy_length(ids, eos, max_len):
+            return mistake
+    return None
+
+
+def _source(short, n_src, pad, seed):
+    v_s = STAND_IN_DIMS[3]
+    src = torch.randint(0, v_s - 1, (len(short), n_src), generator=torch.Generator().manual_seed(seed))
+    src = src + (src >= pad).long()  # never pad ...
+    for b, pads in enumerate(short):  # ... but at the end of the shorter sentences
+        src[b, n_src - pads:] = pad
+    return src
+
+
+@visible_check
+def check_greedy_decode_cached(greedy_decode_cached) -> None:
+    """On stand-in models with the notebook's layout: every token the greedy choice of the full
+    decoder (checked in one teacher-forced pass of PyTorch's layers), the right length, the
+    encoder run once, one new position per step, the cross-attention keys computed once."""
+    for spec in CASES:
+        name, layers, norm_first, activation, pad, short, n_src, bos, eos, max_len, seed, dtype = spec
+        case = f"case '{name}'"
+        model = StandInTranslator(layers, norm_first, activation, pad, seed, dtype)
+        src = _source(short, n_src, pad, seed)
+        with torch.no_grad(), _counting(model) as counts:
+            tokens = with_how(partial(call_learner, NAME, case, greedy_decode_cached, model, src, bos, eos,
+                                      max_len))
+            ids = expect_token_ids(tokens, f"{NAME}'s result", src.shape[0], bos, max_len, case)
+        with torch.no_grad():
+            src_mask = (src != pad)[:, None, None, :]
+            memory = model.encode(src, src_mask)
+            logits = teacher_forced(model, tokens[:, :-1], memory, src_mask)  # (B, n - 1, vocab)
+            wrong = first_non_greedy(ids, logits, eos)
+            mistake = None if wrong is None else \
+                _diagnosis(model, tokens, ids, memory, src_mask, eos, max_len)
+        if wrong is not None:
+            b, t = wrong
+            hint = mistake.sentence() if mistake else (
+                "Already the first token: check the first step (the embedding of bos_id plus pe[0], the "
+                "cross-attention with src_mask, block.norm_first, model.decoder_norm, one cache per block)."
+                if t == 1 else
+                "The first tokens agree, later ones do not: the newest token is at position t = "
+                "ys.shape[1] - 1, and its query attends to the cached keys of every earlier position and "
+                "to its own (append first, then attend); each block keeps its own cache.")
+            raise CheckFailure(f"{NAME}: token {t} of sentence {b} is not greedy_decode's in {case} "
+                               "(the greedy "
+                               f"choice of model.decode on the tokens before it).\n{hint}", mistake)
+        want = greedy_length(ids, eos, max_len)
+        if len(ids[0]) != want:
+            raise CheckFailure(wrong_length(len(ids[0]), want, eos, case))
+        message = wrong_counts(max(len(calls) for calls in counts["encoder"]),
+                               max((max(calls, default=0) for calls in counts["decoder"]), default=0),
+                               max(sum(calls) for calls in counts["cross"]), len(short), n_src, case)
+        if message:
+            raise CheckFailure(message)
+    passed("greedy_decode_cached gives greedy_decode's ids, runs the encoder once, caches keys and values.")

@@ -1,0 +1,105 @@
+"""beam_search: right answers written differently, and planted bugs (most of them the hidden check's
+own search with one mistake switched on)."""
+
+import math
+
+import torch
+
+from course.visible.s10_6.beam_search import (
+    DROP_FINISHED,
+    FINISHED_COMPETE,
+    GREEDY,
+    LENGTH_NORM,
+    NO_REFILL,
+    RAW_LOGITS,
+)
+from grader.checks.s10_6.beam_search import reference_beam
+from tests.answers import bug, right
+
+EXERCISE = "beam_search"
+
+
+def beam_lists(model, src, bos_id, eos_id, max_len, beam_size=4):
+    """A right answer: Python lists of (ids, score), one model(src, ys) call per hypothesis, sorted()."""
+    with torch.no_grad():
+        alive, finished = [([bos_id], 0.0)], []
+        while alive and len(alive[0][0]) < max_len:
+            candidates = []
+            for ids, score in alive:
+                logits = model(src, torch.tensor([ids], device=src.device))[0, -1]
+                logp = torch.log_softmax(logits.double(), -1)
+                candidates += [(ids + [w], score + logp[w].item()) for w in range(len(logp))]
+            candidates.sort(key=lambda c: -c[1])
+            kept = candidates[:beam_size]
+            finished += [c for c in kept if c[0][-1] == eos_id]
+            alive = [c for c in kept if c[0][-1] != eos_id]
+        best = max(finished + alive, key=lambda c: c[1])
+        return torch.tensor([best[0]], device=src.device), best[1]
+
+
+def beam_no_early_stop(model, src, bos_id, eos_id, max_len, beam_size=4):
+    """A right answer: the solution's search without the early stop, score as a 0-d tensor."""
+    with torch.no_grad():
+        mask = (src != model.pad_id)[:, None, None, :]
+        memory = model.encode(src, mask)
+        alive = src.new_full((1, 1), bos_id)
+        scores = torch.zeros(1, dtype=torch.float64, device=src.device)
+        done_ids, done_scores = [], []
+        while len(alive) and alive.shape[1] < max_len:
+            k = len(alive)
+            logits = model.decode(alive, memory.expand(k, -1, -1), mask.expand(k, -1, -1, -1))[:, -1]
+            total = (scores[:, None] + logits.double().log_softmax(-1)).flatten()
+            best, index = total.topk(min(beam_size, len(total)))
+            V = logits.shape[-1]
+            ext = torch.cat([alive[index // V], (index % V)[:, None]], 1)
+            end = ext[:, -1] == eos_id
+            done_ids += list(ext[end])
+            done_scores += list(best[end])
+            alive, scores = ext[~end], best[~end]
+        pool = list(zip(done_scores, done_ids)) + list(zip(scores, alive))
+        score, ids = max(pool, key=lambda c: float(c[0]))
+        return ids[None], score
+
+
+def make_beam(**switch):
+    """The check's reference search with one mistake switched on, as a learner's function."""
+    def search(model, src, bos_id, eos_id, max_len, beam_size=4):
+        ids, score = reference_beam(model, src, bos_id, eos_id, max_len, beam_size, **switch)
+        return torch.tensor([ids], device=src.device), score
+    return search
+
+
+def beam_probability(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return ids, math.exp(score)
+
+
+def beam_flat_ids(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return ids[0], score
+
+
+def beam_past_eos(model, src, bos_id, eos_id, max_len, beam_size=4):
+    ids, score = make_beam()(model, src, bos_id, eos_id, max_len, beam_size)
+    return torch.cat([ids, ids.new_full((1, 1), eos_id)], 1)[:, :max_len], score
+
+
+def answers(solution):
+    return [
+        right("solution", solution["beam_search"]),
+        right("beam_lists", beam_lists),
+        right("beam_no_early_stop", beam_no_early_stop),
+        bug("beam_size ignored", make_beam(width=1), hidden=r"beam_size ignored", mistake=GREEDY),
+        bug("raw logits", make_beam(raw_logits=True), hidden=r"raw logits", mistake=RAW_LOGITS),
+        bug("finished hypotheses take slots", make_beam(finished_compete=True), hidden=r"taking slots",
+            mistake=FINISHED_COMPETE),
+        bug("the beam shrinks", make_beam(no_refill=True), hidden=r"shrinks by one", mistake=NO_REFILL),
+        bug("finished hypotheses dropped", make_beam(drop_finished=True), hidden=r"thrown away",
+            mistake=DROP_FINISHED),
+        bug("length penalty", make_beam(length_norm=True),
+            hidden=r"mean log-probability", mistake=LENGTH_NORM),
+        bug("max_len without bos", make_beam(new_tokens=True), hidden=r"max_len counts every token"),
+        bug("score as a probability", beam_probability, hidden=r"looks like a probability"),
+        bug("1-D ids", beam_flat_ids, hidden=r"shape \(1, n\)"),
+        bug("goes on after eos", beam_past_eos, hidden=r"goes on after eos_id"),
+    ]

@@ -1,0 +1,45 @@
+"""causal_mask: right answers written differently, and planted bugs."""
+
+import torch
+
+from course.visible.s10_6.causal_mask import INVERTED, NO_DIAGONAL, UPPER
+from tests.answers import DEVICE, bug, right
+
+EXERCISE = "causal_mask"
+
+
+def causal_arange(n, device=None):
+    """A right answer: compare positions."""
+    i = torch.arange(n, device=device)
+    return i[:, None] >= i[None, :]
+
+
+def causal_not_triu(n, device=None):
+    """A right answer: the complement of the strict upper triangle."""
+    return ~torch.ones(n, n, dtype=torch.bool, device=device).triu(1)
+
+
+def causal_float_compare(n, device=None):
+    """A right answer: a float lower triangle, compared with 1."""
+    return torch.tril(torch.ones(n, n, device=device)) == 1
+
+
+def answers(solution):
+    return [
+        right("solution", solution["causal_mask"]),
+        right("causal_arange", causal_arange),
+        right("causal_not_triu", causal_not_triu),
+        right("causal_float_compare", causal_float_compare),
+        bug("no diagonal", lambda n, device=None: torch.ones(n, n, device=device).tril(-1).bool(),
+            hidden=r"without its diagonal", mistake=NO_DIAGONAL),
+        bug("inverted", lambda n, device=None: torch.ones(n, n, device=device).triu(1).bool(),
+            hidden=r"inverted", mistake=INVERTED),
+        bug("upper", lambda n, device=None: torch.ones(n, n, device=device).triu().bool(),
+            hidden=r"upper-triangular", mistake=UPPER),
+        bug("float mask", lambda n, device=None: torch.ones(n, n, device=device).tril(),
+            hidden=r"bool tensor"),
+        bug("ignores device", lambda n, device=None: torch.ones(n, n, dtype=torch.bool).tril(),
+            hidden=r"device", only=DEVICE),
+        bug("batch axis", lambda n, device=None: torch.ones(1, n, n, dtype=torch.bool, device=device).tril(),
+            hidden=r"shape \(5, 5\)|shape \(1, 1\)"),
+    ]
