@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from course import progress
 from course.checking import Mistake
 
 #: Why only grading can see a bug: it calls the reference, or makes tensors on a fixed device.
@@ -86,10 +87,10 @@ def declared_sections() -> dict[str, str]:
 
 
 def declared(section: str, solution: dict) -> list[Entry]:
-    """Every answer the modules of ``section`` declare, in module order."""
+    """Every answer the modules of ``section`` declare, exercises in the notebook's order."""
     package = importlib.import_module(declared_sections()[section])
-    entries = []
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
-        module = importlib.import_module(f"{package.__name__}.{info.name}")
-        entries += [Entry(section, module.EXERCISE, a) for a in module.answers(solution)]
-    return entries
+    modules = [importlib.import_module(f"{package.__name__}.{info.name}")
+               for info in pkgutil.iter_modules(package.__path__)]
+    order = list(progress.exercises(section))
+    modules.sort(key=lambda m: order.index(m.EXERCISE) if m.EXERCISE in order else len(order))
+    return [Entry(section, module.EXERCISE, a) for module in modules for a in module.answers(solution)]

@@ -1,0 +1,220 @@
+"""Visible check of ``apply_rotary(x, positions=None, base=10000.0)``, and its known mistakes.
+
+The probes: a token (1, 0, 1, 0, ...) and a token (0, 1, 0, 1, ...) at every position must come
+out as (cos, sin) and (-sin, cos) of p * base^(-2i/d), the formula entry by entry; any x is then
+a combination of them pair by pair (a rotation is linear), and its gradient is turned back.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import torch
+
+from course.checking import (
+    CheckFailure,
+    Mistake,
+    angle_tolerance,
+    call_learner,
+    close,
+    expect_shape,
+    expect_tensor,
+    expect_value_error,
+    passed,
+    seeded,
+    visible_check,
+)
+from course.visible.s10_4.within import compare_within
+
+HALVES = Mistake("halves", "pairs made of column i and column i + d/2 (the 'rotate_half' layout of some "
+                 "libraries)", "This notebook pairs neighbouring columns, like the sinusoidal table: "
+                 "(x[..., 2i], x[..., 2i+1]), that is x[..., 0::2] with x[..., 1::2].")
+CLOCKWISE = Mistake("clockwise", "each pair turned clockwise (the signs of the sine terms swapped)",
+                    "Counter-clockwise: (a, b) -> (a cos - b sin, a sin + b cos). On the stored columns "
+                    "relative_shift_matrix(p, d) turns clockwise: apply_rotary at position p is "
+                    "relative_shift_matrix(-p, d).")
+EXPONENT_I = Mistake("exponent_i", "the exponent i/d instead of 2i/d (pair index without the 2)",
+                     "Pair i turns by p * base^(-2i/d); torch.arange(0, d, 2) gives 2i directly.")
+EXPONENT_4I = Mistake("exponent_4i", "the exponent 4i/d: the column index 2i doubled again",
+                      "torch.arange(0, d, 2) already is 2i: do not multiply it by 2.")
+INVERTED = Mistake("inverted", "the frequency inverted: the angle p * base^(+2i/d)",
+                   "Pair i turns by p / base^(2i/d): the first pair fastest, the last slowest.")
+FROM_ONE = Mistake("from_one", "positions counted from 1 instead of 0", "Without positions, token j is at "
+                   "position j = 0, 1, ..., n-1: the first token is not rotated at all.")
+POSITIONS_IGNORED = Mistake("positions_ignored", "the positions argument ignored (always 0 .. n-1)",
+                            "When positions is given, token j is at position positions[j].")
+BASE_IGNORED = Mistake("base_ignored", "the base argument ignored (always 10000)",
+                       "Use base in the frequencies: base^(-2i/d).")
+SWAPPED = Mistake("swapped", "cosine and sine exchanged: (a sin - b cos, a cos + b sin)",
+                  "The cosine multiplies the coordinate itself: (a cos - b sin, a sin + b cos).")
+ADDED = Mistake("added", "the sinusoidal encoding added to x instead of rotating x", "Rotary embedding "
+                "multiplies: each pair (a, b) becomes (a cos - b sin, a sin + b cos), so its length stays "
+                "the same.")
+#: The switches of :func:`probe_images` that reproduce each mistake.
+SWITCHES = {HALVES: {"halves": True}, CLOCKWISE: {"direction": -1.0}, EXPONENT_I: {"exponent": 1.0},
+            EXPONENT_4I: {"exponent": 4.0}, INVERTED: {"inverted": True}, FROM_ONE: {"start": 1},
+            POSITIONS_IGNORED: {"ignore_positions": True}, BASE_IGNORED: {"base": 10000.0},
+            SWAPPED: {"swap": True}, ADDED: {"added": True}}
+LENGTH = ("The length of each pair (x[..., 2i], x[..., 2i+1]) should not change (a rotation), but it does: "
+          "new a = a cos - b sin, new b = a sin + b cos, with the old a and b on both lines.")
+OFFSET = ("The score of the rotated query at position m and the rotated key at n should depend only on "
+          "m - n, but it changes along a diagonal: turn every pair by an angle proportional to the position, "
+          "p * base^(-2i/d).")
+MIXED = ("The points (1, 0) and (0, 1) come out right, but this x does not: every token must be turned "
+         "on its own, by the angle of its own position, whatever the leading dimensions (batch, heads) "
+         "are. Work on the last two axes of x, (..., n, d), and keep the others as they are.")
+GRADIENT = ("The values are right but the gradient is not. The gradient of a rotation is the output's "
+            "gradient turned back, R(-p w_i): build the result from x with differentiable tensor "
+            "operations (a hand-written backward must turn back, not forward).")
+CASES = [  # name, shape of x, positions (None: 0 .. n-1), base (None: the default), dtype
+    ("3-D x (B=2, n=5, d=8), float32", (2, 5, 8), None, None, torch.float32),
+    ("2-D x (n=6, d=4)", (6, 4), None, None, torch.float64),
+    ("4-D x (B=2, h=3, n=4, d=6)", (2, 3, 4, 6), None, None, torch.float64),
+    ("d=2 (one pair)", (3, 7, 2), None, None, torch.float64),
+    ("explicit positions [7, 0, 3, 3, 12]", (2, 5, 8), [7, 0, 3, 3, 12], None, torch.float64),
+    ("base=500", (2, 4, 8), None, 500.0, torch.float64),
+    ("positions up to 4000, float32", (2, 6, 16), [0, 1, 999, 1000, 3998, 3999], None, torch.float32),
+]
+PROBES = ("even", "odd")  # (1, 0, 1, 0, ...) and (0, 1, 0, 1, ...) at every token
+
+
+def expect_rotated(out, x: torch.Tensor, what: str, where: str) -> torch.Tensor:
+    """The shape and dtype of x."""
+    expect_shape(expect_tensor(out, f"{what}'s result", where), x.shape, f"{what}(x) (the shape of x)", where)
+    if out.dtype != x.dtype:
+        raise CheckFailure(f"{what} should return the dtype of x ({x.dtype}) in {where}, but returned "
+                           f"{out.dtype}: convert the cosines and sines with .to(x.dtype) (or build them in "
+                           "x.dtype).")
+    return out
+
+
+def turned_probe(p: float, column: int, d: int, base: float, probe: str, *, halves: bool = False,
+                 direction: float = 1.0, exponent: float = 2.0, inverted: bool = False, swap: bool = False,
+                 added: bool = False) -> float:
+    """Entry ``column`` of a probe token at position p after the rotation: the probe "even"
+    puts the point (1, 0) in every pair, "odd" the point (0, 1); they should come out as
+    (cos, sin) and (-sin, cos) of p * base^(-2i/d). The keywords switch on known mistakes
+    (:data:`SWITCHES`)."""
+    def x(j: int) -> float:
+        return float((j % 2 == 0) == (probe == "even"))
+
+    half = d // 2
+    i, first = (column % half, column < half) if halves else (column // 2, column % 2 == 0)
+    a, b = (x(i), x(i + half)) if halves else (x(2 * i), x(2 * i + 1))
+    power = exponent * i / d
+    angle = direction * p * (base ** power if inverted else base ** -power)
+    if added:
+        return x(column) + (math.sin(angle) if first else math.cos(angle))
+    cos, sin = (math.sin(angle), math.cos(angle)) if swap else (math.cos(angle), math.sin(angle))
+    return a * cos - b * sin if first else a * sin + b * cos
+
+
+def probe_input(shape, probe: str, dtype: torch.dtype) -> torch.Tensor:
+    """A tensor of ``shape`` whose every token is the probe (1, 0, 1, 0, ...) or (0, 1, 0, 1, ...)."""
+    token = torch.arange(shape[-1]) % 2 == (0 if probe == "even" else 1)
+    return token.to(dtype).expand(shape).clone()
+
+
+def probe_images(shape, positions, base: float, *, start: int = 0, **switch) -> torch.Tensor:
+    """(2, *shape) float64: both probes after the rotation (with ``switch``: after a mistake)."""
+    d = shape[-1]
+    rows = [[[turned_probe(p + start, c, d, base, probe, **switch) for c in range(d)] for p in positions]
+            for probe in PROBES]
+    images = torch.tensor(rows, dtype=torch.float64)  # (2, n, d)
+    return images.reshape(2, *[1] * (len(shape) - 2), *shape[-2:]).expand(2, *shape)
+
+
+def _variants(shape, positions, base: float) -> dict:
+    def images(switch):
+        switch = dict(switch)
+        where = range(shape[-2]) if switch.pop("ignore_positions", False) else positions
+        return lambda: {"output": probe_images(shape, where, switch.pop("base", base), **switch)}
+
+    return {mistake: images(switch) for mistake, switch in SWITCHES.items()}
+
+
+def pair_sums(t: torch.Tensor) -> torch.Tensor:
+    """(..., d) -> (..., d/2): the sum of each pair (columns 2i and 2i+1)."""
+    return t[..., 0::2] + t[..., 1::2]
+
+
+def _property_hint(apply_rotary, images: torch.Tensor) -> str | None:
+    """A property the learner's rotation breaks, when no known mistake matches: the length of
+    each pair, or a score that depends on the offset m - n only."""
+    images = images.detach().double()
+    if not torch.isfinite(images).all():
+        return None
+    if not close(pair_sums(images ** 2), torch.ones_like(pair_sums(images)), 1e-4, 1e-4):
+        return LENGTH
+    q, k = seeded(1, 8, seed=41).double().repeat(12, 1), seeded(1, 8, seed=42).double().repeat(12, 1)
+    try:
+        scores = apply_rotary(q) @ apply_rotary(k).T  # (12, 12): the query at m, the key at n
+    except Exception:  # noqa: BLE001 - learner code; the failure is reported already
+        return None
+    if not close(scores[1:, 1:], scores[:-1, :-1], 1e-6, 1e-6):
+        return OFFSET
+    return None
+
+
+def _call(apply_rotary, x, positions, base, where) -> torch.Tensor:
+    """apply_rotary(x[, positions][, base=...]) as the case gives them; shape and dtype checked."""
+    args = (x,) if positions is None and base is None else (x, positions)
+    out = call_learner("apply_rotary", where, apply_rotary, *args, **({} if base is None else {"base": base}))
+    return expect_rotated(out, x, "apply_rotary", where)
+
+
+def _with_hint(text: str, compare) -> None:
+    try:
+        compare()
+    except CheckFailure as failure:
+        raise CheckFailure(f"{failure}\n{text}", failure.mistake) from None
+
+
+@visible_check
+def check_apply_rotary(apply_rotary) -> None:
+    """Every pair's points (1, 0) and (0, 1) turned by p * base^(-2i/d) (the formula, entry by
+    entry), any x a combination of them pair by pair, and the gradient turned back; 2-D to 4-D,
+    given positions, another base, float32 up to position 4000; the ValueError."""
+    for seed, (case, shape, given, base, dtype) in enumerate(CASES):
+        where = f"case '{case}'"
+        positions = None if given is None else torch.tensor(given)
+        at = given or list(range(shape[-2]))
+        x = seeded(*shape, seed=seed, dtype=dtype).requires_grad_()
+        out = _call(apply_rotary, x, positions, base, where)
+        with torch.no_grad():  # (2, *shape): what the probes become
+            images = torch.stack([_call(apply_rotary, probe_input(shape, probe, dtype), positions, base,
+                                        where) for probe in PROBES])
+        atol = angle_tolerance(max(at))  # grows with the largest position, as in grading
+        compare_within({"output": images}, {"output": probe_images(shape, at, base or 10000.0)},
+                       "apply_rotary of the points (1, 0) and (0, 1) of every pair", where, 2 * atol,
+                       against="(cos, sin) and (-sin, cos) of p * base^(-2i/d)",
+                       variants=_variants(shape, at, base or 10000.0),
+                       hint=lambda key, got, images=images: _property_hint(apply_rotary, images))
+        a, b = (x.detach()[..., j::2].double().repeat_interleave(2, dim=-1) for j in (0, 1))
+        combined = a * images[0].double() + b * images[1].double()  # a·R(1, 0) + b·R(0, 1), pair by pair
+        _with_hint(MIXED, partial(
+            compare_within, {"output": out.detach().double()}, {"output": combined}, "apply_rotary(x)", where,
+            atol * (1 + float(combined.abs().max())), against="a times the turned (1, 0) plus b times the "
+            "turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
+        _check_gradient(x, out, images, atol, where, seed)
+    expect_value_error("apply_rotary", lambda: apply_rotary(torch.zeros(2, 3, 5)), "for an odd d=5")
+    passed("apply_rotary turns every pair by p·w_i, so the score of q and k depends only on their offset.")
+
+
+def _check_gradient(x, out, images, atol: float, where: str, seed: int) -> None:
+    """The gradient of sum(out * g) is g turned back: pair i gets (g·R(1, 0), g·R(0, 1))."""
+    if not out.requires_grad:
+        raise CheckFailure(
+            "apply_rotary's result carries no gradient although x requires one: a model could not learn "
+            "through it. Remove any .detach(), torch.no_grad() or torch.tensor(...) that rebuilds the "
+            "result.")
+    g = seeded(*x.shape, seed=seed + 7919, dtype=x.dtype)
+    (out * g).sum().backward()
+    grad = x.grad if x.grad is not None else torch.zeros_like(x)
+    g, images = g.double(), images.double()
+    want = torch.stack([pair_sums(g * images[0]), pair_sums(g * images[1])], dim=-1).flatten(-2)
+    _with_hint(GRADIENT, lambda: compare_within(
+        {"output": grad.double()}, {"output": want}, "the gradient of apply_rotary(x)", where,
+        atol * (1 + float(want.abs().max())), against="the output's gradient turned back (the transpose of a "
+        "rotation)"))

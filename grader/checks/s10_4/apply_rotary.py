@@ -1,0 +1,178 @@
+"""Hidden check of ``apply_rotary``: against a product of complex numbers in float64.
+
+Pair i, ``a + ib = (x[..., 2i], x[..., 2i+1])``, turned by ``e^(i p omega_i)`` (``torch.polar``),
+where the notebook uses sines and cosines; one case checks that the score of a rotated query and
+key depends only on their offset.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course.checking import angle_tolerance, close
+from course.visible.s10_4.apply_rotary import (
+    ADDED,
+    BASE_IGNORED,
+    CLOCKWISE,
+    EXPONENT_4I,
+    EXPONENT_I,
+    FROM_ONE,
+    HALVES,
+    INVERTED,
+    LENGTH,
+    OFFSET,
+    POSITIONS_IGNORED,
+    SWAPPED,
+    expect_rotated,
+)
+from course.visible.s10_4.within import compare_within
+from grader.checks.common import F64
+from grader.checks.core import Case, Outputs, call_learner, generator, randn
+from grader.checks.exercise import (
+    Exercise,
+    check_unplaced_tensors,
+    expect_value_error,
+    forward_backward,
+    registered,
+)
+
+FORMULA = "pair (x[..., 2i], x[..., 2i+1]) turned counter-clockwise by p * base^(-2i/d)"
+AGAINST = {"output": FORMULA, "rotated q": FORMULA, "grad x": "the gradient of the rotation",
+           "scores": "the scores of the rotated query and key"}
+#: Each mistake as switches of :func:`rotary`, or of the positions and base it is given.
+SWITCHES = {HALVES: {"halves": True}, CLOCKWISE: {"direction": -1.0}, EXPONENT_I: {"exponent": "i/d"},
+            EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, FROM_ONE: {"start": 1},
+            POSITIONS_IGNORED: {"ignore_positions": True}, BASE_IGNORED: {"base": 10000.0},
+            SWAPPED: {"swap": True}, ADDED: {"added": True}}
+CASES = [  # shape of x, positions (None: 0 .. n-1), base; "offset": the score property
+    Case("offset: one query and one key at positions 0 .. 11", 768, {"offset": True, "shape": (12, 8)}),
+    Case("2-D x (n=5, d=8)", 760, {"shape": (5, 8)}),
+    Case("3-D x (B=2, n=6, d=4)", 761, {"shape": (2, 6, 4)}),
+    Case("4-D x (B=2, h=3, n=5, d=6)", 762, {"shape": (2, 3, 5, 6)}),
+    Case("d=2 (one pair)", 763, {"shape": (3, 7, 2)}),
+    Case("explicit positions [7, 0, 3, 3, 12]", 764, {"shape": (2, 5, 8), "positions": [7, 0, 3, 3, 12]}),
+    Case("base=500", 765, {"shape": (2, 4, 8), "base": 500.0}),
+    Case("positions up to 4000, float32", 766,
+         {"shape": (2, 6, 16), "positions": [0, 1, 999, 1000, 3998, 3999]}, torch.float32),
+    Case("float32, 4-D x (B=3, h=2, n=9, d=12)", 767, {"shape": (3, 2, 9, 12)}, torch.float32),
+]
+
+
+def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: bool = False,
+           direction: float = 1.0, exponent: str = "2i/d", inverted: bool = False,
+           swap: bool = False, added: bool = False) -> torch.Tensor:
+    """Rotary embedding of float64 ``x`` (..., n, d) at float64 ``positions`` (n,), float64.
+
+    The reference (every switch off) turns pair i by the angle ``p * base^(-2i/d)``: a product of
+    complex numbers. The switches are known mistakes: ``halves`` pairs column i with column i + d/2;
+    ``direction=-1`` turns clockwise; ``exponent``/``inverted`` other frequencies; ``swap`` exchanges
+    the cosine and the sine; ``added`` adds the sinusoidal table instead of rotating.
+    """
+    d = x.shape[-1]
+    pair = torch.arange(d // 2, dtype=F64, device=x.device)
+    power = {"2i/d": 2 * pair / d, "i/d": pair / d, "4i/d": 4 * pair / d}[exponent]
+    omega = torch.pow(torch.full_like(power, base), power if inverted else -power)
+    angle = positions.to(F64)[:, None] * omega  # (n, d / 2)
+    if added:
+        return x + torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+    if halves:
+        first, second = x[..., : d // 2], x[..., d // 2:]
+    else:
+        first, second = x[..., 0::2], x[..., 1::2]
+    if swap:  # cos and sin exchanged: (a sin - b cos, a cos + b sin)
+        cos, sin = angle.sin(), angle.cos()
+        a, b = first * cos - second * sin, first * sin + second * cos
+    else:
+        turned = torch.complex(first, second) * torch.polar(torch.ones_like(angle), direction * angle)
+        a, b = turned.real, turned.imag
+    if halves:
+        return torch.cat([a, b], dim=-1)
+    return torch.stack([a, b], dim=-1).flatten(-2)  # a0' b0' a1' b1' ...
+
+
+def _outputs(rotate, case: Case, device: torch.device) -> Outputs:
+    """What ``rotate(x, positions)`` gives on ``case``: the output and its gradient, or the
+    scores of the offset case."""
+    x = randn(case.params["shape"], generator(case.seed), case.dtype, device)
+    if "offset" in case.params:  # one query and one key, each placed at every position
+        q, k = x[:1].repeat(len(x), 1), x[1:2].repeat(len(x), 1)  # (P, d)
+        turned_q, turned_k = rotate(q, None).detach(), rotate(k, None).detach()
+        return {"rotated q": turned_q, "scores": turned_q @ turned_k.T}  # scores[m, n]: q at m, k at n
+    x.requires_grad_()
+    given = case.params.get("positions")
+    positions = None if given is None else torch.tensor(given, dtype=torch.long, device=device)
+    return forward_backward(lambda: (rotate(x, positions),), ("output",), {"x": x}, case.seed)
+
+
+def _mistake(*, start: int = 0, ignore_positions: bool = False, base=None, **switch):
+    def run(case: Case, device: torch.device) -> Outputs:
+        used = case.params.get("base", 10000.0) if base is None else base
+
+        def rotate(x, positions):
+            if positions is None or ignore_positions:
+                positions = torch.arange(x.shape[-2], device=x.device)
+            return rotary(x.to(F64), positions + start, used, **switch).to(x.dtype)
+
+        return _outputs(rotate, case, device)
+    return run
+
+
+def _pair_lengths(t: torch.Tensor) -> torch.Tensor:
+    return t[..., 0::2] ** 2 + t[..., 1::2] ** 2
+
+
+def _property_hint(case: Case, got: Outputs, device) -> str | None:
+    """A property the learner's outputs break, when no known mistake matches."""
+    got = {k: v.detach().to(device, F64) for k, v in got.items()}
+    if not all(torch.isfinite(v).all() for v in got.values()):
+        return None
+    x = randn(case.params["shape"], generator(case.seed), case.dtype, device).to(F64)
+    turned = got.get("output", got.get("rotated q"))
+    if "offset" in case.params:
+        x = x[:1].repeat(len(x), 1)
+    if turned is not None and turned.shape == x.shape and not close(
+            _pair_lengths(turned), _pair_lengths(x), 1e-4, 1e-4):
+        return LENGTH
+    scores = got.get("scores")
+    if scores is not None and scores.dim() == 2 and not close(scores[1:, 1:], scores[:-1, :-1], 1e-6, 1e-6):
+        return OFFSET
+    return None
+
+
+@registered
+class ApplyRotary(Exercise):
+    name = "apply_rotary"
+    reference_name = "the rotation evaluated in float64"
+    mistakes = {mistake: _mistake(**switch) for mistake, switch in SWITCHES.items()}
+
+    def cases(self):
+        return CASES
+
+    def run(self, impl, case, device):
+        base = case.params.get("base")
+
+        def rotate(x, positions):
+            args = (x,) if positions is None and base is None else (x, positions)
+            kwargs = {} if base is None else {"base": base}
+            out = call_learner(self.name, self.forbidden, case, impl, *args, **kwargs)
+            return expect_rotated(out, x, self.name, str(case))
+
+        return _outputs(rotate, case, device)
+
+    def reference(self, case, device):
+        return _mistake()(case, device)
+
+    def evaluate(self, case, got, device):
+        expected = self.reference(case, device)
+        positions = case.params.get("positions") or [case.params["shape"][-2] - 1]
+        scale = 1.0 + max(float(v.abs().max()) for v in expected.values())
+        atol = angle_tolerance(max(positions)) * scale * (4 if "offset" in case.params else 1)
+        compare_within(got, expected, self.name, str(case), atol, against=AGAINST,
+                       variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
+                       hint=lambda key, have: _property_hint(case, {**got, key: have}, device))
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(torch.zeros(2, 3, 5)), "for an odd d=5")
+        x = torch.zeros(2, 3, 4)
+        check_unplaced_tensors(self.name, lambda: impl(x))
+        check_unplaced_tensors(self.name, lambda: impl(x, torch.tensor([2, 0, 1], device=x.device)))

@@ -1,0 +1,96 @@
+"""Hidden check of ``relative_shift_matrix``: M moves the float64 encoding by k positions, and is the
+block-diagonal rotation built from the addition formulas."""
+
+from __future__ import annotations
+
+import torch
+
+from course.checking import angle_tolerance
+from course.visible.s10_4.relative_shift_matrix import (
+    AGAINST,
+    EXPONENT_4I,
+    EXPONENT_I,
+    HALVES,
+    INVERTED,
+    SAME_ANGLE,
+    TRANSPOSED,
+    expect_square_matrix,
+)
+from course.visible.s10_4.within import compare_within
+from grader.checks.common import F64, encoding, frequencies
+from grader.checks.core import Case, Outputs, call_learner
+from grader.checks.exercise import Exercise, expect_value_error, registered
+
+SWITCHES = {TRANSPOSED: {"transposed": True}, EXPONENT_I: {"exponent": "i/d"},
+            EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, SAME_ANGLE: {"same_angle": True},
+            HALVES: {"halves": True}}
+CASES = [  # k, d_model
+    Case("k=1, d_model=8", 740, {"k": 1, "d_model": 8}),
+    Case("k=3, d_model=16", 741, {"k": 3, "d_model": 16}),
+    Case("k=0 (the identity), d_model=8", 742, {"k": 0, "d_model": 8}),
+    Case("k=-2 (a shift back), d_model=8", 743, {"k": -2, "d_model": 8}),
+    Case("k=1, d_model=2", 744, {"k": 1, "d_model": 2}),
+    Case("k=37, d_model=6", 745, {"k": 37, "d_model": 6}),
+    Case("k=100, d_model=64", 746, {"k": 100, "d_model": 64}),
+]
+
+
+def shift_matrix(k: int, d_model: int, device: torch.device, *, transposed: bool = False,
+                 halves: bool = False, same_angle: bool = False, **omega_mistakes) -> torch.Tensor:
+    """M_k in float64, built entry by entry from the addition formulas (and known mistakes)."""
+    omega = frequencies(d_model, device, **omega_mistakes)[: d_model // 2]
+    angle = k * (torch.ones_like(omega) if same_angle else omega)
+    M = torch.zeros(d_model, d_model, dtype=F64, device=device)
+    for i in range(d_model // 2):
+        s, c = (i, i + d_model // 2) if halves else (2 * i, 2 * i + 1)
+        sign = -1.0 if transposed else 1.0
+        M[s, s] = M[c, c] = torch.cos(angle[i])
+        M[s, c] = sign * torch.sin(angle[i])
+        M[c, s] = -sign * torch.sin(angle[i])
+    return M
+
+
+def shift_positions(k: int, device: torch.device) -> torch.Tensor:
+    """Positions pos (with pos + k >= 0) near the start and near 10 000: far beyond any max_len."""
+    positions = torch.cat([torch.arange(0, 40), torch.arange(9_960, 10_001)]).to(device, F64)
+    return positions[positions + k >= 0]
+
+
+def _outputs(M: torch.Tensor, case: Case, device: torch.device) -> Outputs:
+    pe = encoding(shift_positions(case.params["k"], device), case.params["d_model"])  # (P, d_model), float64
+    return {"M @ pe[pos]": pe @ M.T, "M": M}  # row j: (M @ pe[pos_j])^T
+
+
+def _mistake(switch):
+    def run(case: Case, device: torch.device) -> Outputs:
+        M = shift_matrix(case.params["k"], case.params["d_model"], device, **switch)
+        return _outputs(M, case, device)
+    return run
+
+
+@registered
+class RelativeShiftMatrix(Exercise):
+    name = "relative_shift_matrix"
+    reference_name = "the formula evaluated in float64"
+    mistakes = {mistake: _mistake(switch) for mistake, switch in SWITCHES.items()}
+
+    def cases(self):
+        return CASES
+
+    def run(self, impl, case, device):
+        k, d = case.params["k"], case.params["d_model"]
+        M = expect_square_matrix(call_learner(self.name, self.forbidden, case, impl, k, d), k, d, str(case))
+        return _outputs(M.detach().to(device, F64), case, device)
+
+    def reference(self, case, device):
+        k, d = case.params["k"], case.params["d_model"]
+        return {"M @ pe[pos]": encoding(shift_positions(k, device) + k, d), "M": shift_matrix(k, d, device)}
+
+    def evaluate(self, case, got, device):
+        compare_within(got, self.expected(case, device), self.name, str(case),
+                       2 * angle_tolerance(abs(case.params["k"]) + 1),
+                       against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
+                       variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(1, 7), "for an odd d_model=7")
