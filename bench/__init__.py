@@ -23,7 +23,8 @@ in the same process, after a warm-up, with the same number of threads on both si
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from samples import ROOT  # noqa: F401 - the checkout, for the parts
+
 BENCH_DIR = Path(__file__).resolve().parent
 
 

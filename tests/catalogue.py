@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.samples import load_solution_namespace, run_visible_test
+from samples import load_solution_namespace, run_visible_test
 
 SECTIONS = {"10.1": "10.1-self-attention", "10.2": "10.2-scaled-dot-product-attention",
             "10.3": "10.3-multi-head-attention", "10.4": "10.4-positional-encoding",
