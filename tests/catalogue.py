@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from bench.samples import load_solution_namespace, run_visible_test
+from samples import load_solution_namespace, run_visible_test
 from tests.answers import Entry, assignment_of, declared, declared_sections
 
 

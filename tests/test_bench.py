@@ -9,9 +9,11 @@ import nbformat
 import pytest
 import torch
 
+import samples
 from bench import modules, notebooks, report, scaling
 from bench.__main__ import build_parser
 from bench.timing import interleaved_medians, median_seconds
+from grader.paths import section_of
 
 TINY = modules.ModelConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, batch=2, seq=3)
 
@@ -121,7 +123,7 @@ def test_notebooks_are_discovered_by_section():
     """Are the solution notebooks found and keyed by section ("10.1", ...)?"""
     found = notebooks.discover()
     assert "10.1" in found and found["10.1"].suffix == ".ipynb"
-    assert notebooks.section_of("10.6-encoder-decoder") == "10.6"
+    assert section_of("10.6-encoder-decoder") == "10.6"
 
 
 def test_report_files_have_the_keys_and_the_tables(tmp_path):
@@ -172,7 +174,8 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
 def test_command_line_defaults_measure_every_part():
     """Does a bare ``python -m bench`` measure every part?"""
     args = build_parser().parse_args([])
-    assert args.only == ["modules", "decoding", "scaling", "notebooks", "checks", "autograde"]
+    assert args.only == ["modules", "decoding", "scaling", "notebooks", "checks", "autograde", "host"]
+    assert args.class_sizes == [50, 500, 5000]
     assert args.jobs == 2
 
 
@@ -190,3 +193,43 @@ def test_decoding_ratio_is_uncached_over_cached():
         assert e["uncached_s"] == statistics.median(e["uncached_samples_s"])
     text = "\n".join(report.decoding_table(entry))
     assert "| 3 | 4 |" in text and "greedy_decode_cached" in text
+
+
+@pytest.mark.slow
+def test_benchmark_against_stock_nbgrader(tmp_path):
+    """Does the benchmark time stock nbgrader and ours on the same notebooks, agreeing on
+    the scores?"""
+    root = tmp_path / "class"
+    nb = samples.solved("10.1-self-attention")
+    samples.write(nb, root, "a", "10.1-self-attention")
+    samples.write(samples.plant(nb, "qkv_projections", "qkv_projections = None"), root, "b",
+                  "10.1-self-attention")
+    from bench.autograde import benchmark_against_nbgrader
+
+    numbers = benchmark_against_nbgrader(root, jobs=2, timeout=120)
+    assert {"autograde.serial_nbgrader_s", "autograde.parallel_s", "autograde.jobs",
+            "autograde.speedup"} <= set(numbers)
+    assert numbers["autograde.notebooks"] == 2 and numbers["autograde.jobs"] == 2
+    assert numbers["autograde.score_differences"] == []
+    print(numbers)
+
+
+@pytest.mark.slow
+def test_the_host_part_measures_each_class(tmp_path):
+    """Does the host part grade every submission of each synthetic class through the real host
+    side (one result and one row each), and report CPU and memory as measured, per size?"""
+    from bench.host_scale import bench_host
+
+    found = bench_host((20, 40), work=tmp_path, log=lambda text: None)
+    assert set(found["sizes"]) == {"20", "40"}
+    for size, r in found["sizes"].items():
+        assert r["graded"] == r["rows"] == int(size)
+        assert r["host_cpu_s"] > 0 and r["peak_mb"] >= r["baseline_mb"] > 0
+        assert r["workers_cpu_s"] >= int(size) * found["stand_in_cpu_s"]  # the stand-in ran
+        assert math.isclose(r["host_cpu_ms_per_submission"], 1000 * r["host_cpu_s"] / int(size),
+                            rel_tol=0.01, abs_tol=0.01)
+    small, large = found["sizes"]["20"], found["sizes"]["40"]
+    assert math.isclose(found["cpu_ratio_largest_to_smallest"],
+                        large["host_cpu_ms_per_submission"] / small["host_cpu_ms_per_submission"],
+                        rel_tol=0.02)
+    assert "ms of host" in "\n".join(report.host_table(found))

@@ -9,11 +9,11 @@ import re
 import pytest
 import torch
 
-from bench.samples import load_solution_namespace
 from grader.checks import s10_6
 from grader.checks.common import sinusoidal_table
 from grader.checks.core import close, grading_device, tolerance
 from grader.checks.s10_6 import beam_search, decoder_block, greedy_decode_cached, models, transformer
+from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared
 from tests.answers.s10_6 import transformer as transformer_answers
@@ -44,7 +44,7 @@ def test_every_exercise_is_registered():
 
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
-    from grader.autograde.verify import verify_records
+    from grader.autograde.worker.verify import verify_records
 
     monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path))
     for name in NAMES:

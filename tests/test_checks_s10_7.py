@@ -9,12 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.samples import load_solution_namespace
 from course.checking import CheckFailure
 from course.visible.s10_7 import gpt, next_token_probs, sample
 from course.visible.s10_7 import lm_loss as loss_check
 from grader.checks import s10_7
 from grader.checks.s10_7.next_token_probs import NextTokenProbs, _logits, _options
+from samples import load_solution_namespace
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ import ast
 import nbformat
 import pytest
 
-from bench.samples import as_python
 from grader.paths import assignment_names as assignments
 from grader.paths import solutions_dir
+from samples import as_python
 
 SOURCE = solutions_dir()
 

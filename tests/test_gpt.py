@@ -139,7 +139,7 @@ def test_decode_marks_the_end_or_its_absence():
 def test_the_recipe_beats_the_unigram_baseline(monkeypatch, record_property):
     """Does the notebook's recipe train the solution GPT, on the CPU, to a held-out perplexity
     well below the unigram baseline, and does the cached sampler write what sample writes?"""
-    from bench.samples import load_solution_namespace
+    from samples import load_solution_namespace
 
     monkeypatch.delenv("COURSE_QUICK", raising=False)  # the full recipe, as a learner runs it
     monkeypatch.delenv("COURSE_GRADING_DIR", raising=False)

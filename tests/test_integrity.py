@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from course.checking import outputs
-from grader.autograde import verify
+from grader.autograde.worker import verify
 from grader.checks import core, integrity, s10_2
 from tests.check_helpers import assert_fails
 

@@ -2,7 +2,7 @@
 they catch, naming the mistake, instantly, and recording what they said for "where you stand"?
 
 The visible test of an exercise is its test cell's code before the hidden block, run in the
-instructor notebook's namespace with the exercise swapped (bench.samples.run_visible_test).
+instructor notebook's namespace with the exercise swapped (samples.run_visible_test).
 The right answers and planted bugs are those declared in tests/answers/ (and, for sections not
 moved there yet, listed in tests/catalogue.py; ``python -m tests.catalogue`` prints the table).
 """
@@ -16,9 +16,9 @@ import nbformat
 import pytest
 import torch
 
-from bench.samples import graded_cells, load_solution_namespace, notebook_path, visible_test
 from course import checking, progress
 from grader.checks import EXERCISES, SECTIONS, core
+from samples import graded_cells, load_solution_namespace, notebook_path, visible_test
 from tests import catalogue
 from tests.answers import assignment_of
 
@@ -200,7 +200,7 @@ def test_where_you_stand_in_a_notebook(tmp_path, monkeypatch):
     """In a real kernel, does the last cell of a half-done notebook show what its test cells said?"""
     from nbclient import NotebookClient
 
-    from bench import samples
+    import samples
 
     monkeypatch.setenv("COURSE_QUICK", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")

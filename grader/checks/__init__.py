@@ -12,10 +12,4 @@ SECTIONS = {f"{m[1]}.{m[2]}": importlib.import_module(f"{__name__}.{m[0]}")
             for m in sorted((_SECTION.fullmatch(i.name) for i in pkgutil.iter_modules(__path__)
                              if _SECTION.fullmatch(i.name)), key=lambda m: (int(m[1]), int(m[2])))}
 
-
-def _exercises(section) -> list:
-    found = section.EXERCISES
-    return list(found.values()) if isinstance(found, dict) else list(found)  # legacy sections: a list
-
-
-EXERCISES = {exercise.name: exercise for section in SECTIONS.values() for exercise in _exercises(section)}
+EXERCISES = {name: exercise for section in SECTIONS.values() for name, exercise in section.EXERCISES.items()}

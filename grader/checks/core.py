@@ -9,7 +9,7 @@ known wrong variants ("mistakes") to name the likely bug.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,6 @@ import torch
 # type, tolerances, notion of "close" and wording for what a learner sees and what is graded.
 from course import checking
 from course.checking import CheckFailure, Outputs, close, describe_difference, tolerance  # noqa: F401
-from course.compare import Mistake, diagnose  # noqa: F401 - legacy sections (until moved)
 from grader.checks.tripwire import Forbidden, watching
 
 
@@ -101,29 +100,6 @@ def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
 
 
 # ---------------------------------------------------------------- comparing and diagnosing
-
-
-def compare_outputs(exercise: str, case: Case, got: Outputs, expected: Outputs,
-                    mistakes_for_case: Callable[[], Mapping[str, Outputs]],
-                    mistakes: Mapping[str, Mistake], device: torch.device) -> None:
-    """Raise a CheckFailure naming the first output that differs, with a diagnosis (legacy
-    ``Mistake(description, hint, run)`` form, until every section is moved to the toolkit's)."""
-    rtol, atol = tolerance(case.dtype, device)
-    for key, want in expected.items():
-        if key not in got:
-            raise CheckFailure(f"{exercise}: no {key} was produced in {case}.")
-        have = got[key]
-        if tuple(have.shape) != tuple(want.shape):
-            raise CheckFailure(
-                f"{exercise}: {key} should have shape {tuple(want.shape)} in {case}, "
-                f"but has shape {tuple(have.shape)}."
-            )
-        if close(have, want, rtol, atol):
-            continue
-        message = (f"{exercise}: {key} differs from the PyTorch reference in {case}: "
-                   f"{describe_difference(have, want)}.")
-        hint = diagnose(key, have, mistakes, mistakes_for_case(), rtol, atol)
-        raise CheckFailure(message + (f"\n{hint}" if hint else ""))
 
 
 def detach_outputs(outputs: Outputs) -> Outputs:

@@ -27,7 +27,6 @@ from grader.checks.core import (
     ForbiddenCall,
     Outputs,
     call_learner,
-    compare_outputs,
     detach_outputs,
     exact_matmul,
     generator,
@@ -71,17 +70,9 @@ class Exercise:
 
     def evaluate(self, case: Case, got: Outputs, device: torch.device) -> None:
         """Raise CheckFailure unless ``got`` matches the reference on ``case``."""
-        if all(isinstance(m, checking.Mistake) for m in self.mistakes):
-            variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
-            checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
-                                     against=self.reference_name, variants=variants, device=device)
-            return
-
-        def mistake_outputs() -> dict[str, Outputs]:  # legacy sections, until moved
-            return {name: m.run(case, device) for name, m in self.mistakes.items()}
-
-        compare_outputs(self.name, case, got, self.expected(case, device), mistake_outputs,
-                        self.mistakes, device)
+        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+        checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
+                                 against=self.reference_name, variants=variants, device=device)
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""

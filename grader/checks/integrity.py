@@ -13,7 +13,7 @@ learner code can reach anything the checks use. Three layers answer that:
    ``python -m grader autograde``) every check saves the learner's outputs as plain
    tensors in a :class:`Record`. After the notebook ran, the grader recomputes the
    reference in a process that never ran learner code and compares again
-   (:mod:`grader.autograde.verify`). An exercise whose test cell passed but whose record
+   (:mod:`grader.autograde.worker.verify`). An exercise whose test cell passed but whose record
    is missing or wrong there gets no credit and is flagged.
 """
 

@@ -1,7 +1,7 @@
 """Planted submissions of 10.1 for the autograde tests: one student per way to go wrong.
 
 Every entry builds one student's folder (``<student>/10.1-self-attention/...``) from the
-solved notebook (:func:`bench.samples.solved`). The learner code in them is written here,
+solved notebook (:func:`samples.solved`). The learner code in them is written here,
 independently of the grader. 10.1 has two exercises: ``qkv_projections`` (2 points) and
 ``QKVProjection`` (2 points).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from bench import samples
+import samples
 
 ASSIGNMENT = "10.1-self-attention"
 DEADLINE = "2026-12-01T23:59:00+00:00"
@@ -199,9 +199,9 @@ except Exception as error:
 """,
     # break the course helpers: every visible test fails for everyone later
     "rewrites-course": """
-import course.testing
+import course.checking.failure
 try:
-    with open(course.testing.__file__, "w") as source:
+    with open(course.checking.failure.__file__, "w") as source:
         source.write("raise ImportError('the course is gone')\\n")
 except Exception as error:
     print("could not:", type(error).__name__)

@@ -1,0 +1,204 @@
+"""A grading result, as the worker sends it, the host keeps it and every command reads it.
+
+:class:`Result` is one student's outcome for one assignment; :func:`settle` is the one
+place its status (ok, error, flagged), retry and reason are decided. Each result lives in
+``OUT/results/<student>/<assignment>.json`` (written atomically by the host when it
+completes, so an interrupted run loses nothing already graded; :func:`load_results` reads
+them back). ``grades.csv`` rows come from :func:`csv_rows`, sorted by student and
+assignment in the finished file, so the same results give the same bytes however they
+were produced (serial, parallel, sharded and merged).
+
+Adding a field: give it a default; old result files load with it, and the JSON of a new
+one round-trips (``Result.from_json(r.to_json()) == r``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+OK, ERROR, FLAGGED = "ok", "error", "flagged"
+
+#: Columns before the exercises' points, and after them.
+HEAD = ["student_id", "assignment", "score", "max_score"]
+TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch"]
+
+
+@dataclass
+class Result:
+    """The outcome for one student and one assignment."""
+
+    student_id: str
+    assignment: str
+    status: str = OK
+    reason: str = ""
+    score: float = 0.0
+    max_score: float = 0.0
+    points: dict[str, float] = field(default_factory=dict)  # exercise -> points
+    max_points: dict[str, float] = field(default_factory=dict)
+    submitted_at: str = ""
+    seconds_late: float = 0.0
+    device: str = ""
+    torch: str = ""
+    notes: list[str] = field(default_factory=list)  # everything worth knowing, in full
+    flags: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # the grader's own, not the answer's
+    feedback: list[str] = field(default_factory=list)  # paths relative to OUT
+    content_hash: str = ""
+    elapsed_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per grading step
+    retry: bool = False  # the failure was the grader's, not the submission's: regrade on rerun
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.student_id, self.assignment
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Result:
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Result:
+        return cls(**data)
+
+    def sound(self) -> bool:
+        """Whether the result adds up (a damaged or hand-edited file does not: regraded)."""
+        return (self.status in (OK, ERROR, FLAGGED) and bool(self.content_hash)
+                and abs(self.score - sum(self.points.values())) < 1e-9
+                and abs(self.max_score - sum(self.max_points.values())) < 1e-9
+                and set(self.points) <= set(self.max_points))
+
+
+def exercise_name(grade_id: str) -> str:
+    """``check_softmax`` -> ``softmax``: the exercise a grade cell checks (a points column)."""
+    return grade_id[len("check_"):] if grade_id.startswith("check_") else grade_id
+
+
+# ---------------------------------------------------------------- status
+
+
+#: Notes that say the kernel did not run the whole notebook: the row is an error (the
+#: learner's, not retried), whatever the points.
+INCOMPLETE = ("kernel died", "kernel ignored", "not run", "stopped answering")
+
+
+def settle(result: Result, problem: str = "") -> Result:
+    """Decide ``result``'s status, retry and reason from what was gathered; the only place.
+
+    * ``failures`` (the grader's own: nbgrader or a hidden check crashed, a worker died):
+      ``error``, graded again on the next run (``retry``), never a learner's zero;
+    * ``problem`` (the submission cannot be graded: missing, empty, invalid) or a
+      notebook the kernel could not finish: ``error``, kept;
+    * ``flags`` (integrity): ``flagged``, whatever else;
+    * otherwise ``ok``.
+
+    The reason is the problem, else every flag, failure and note once, in that order.
+    """
+    if problem:
+        result.notes = [problem, *(n for n in result.notes if n != problem)]
+    incomplete = any(what in n for n in result.notes for what in INCOMPLETE)
+    result.retry = bool(result.failures)
+    result.status = ERROR if result.failures or problem or incomplete else OK
+    if result.flags:
+        result.status = FLAGGED
+    reasons = result.flags + result.failures + [n for n in result.notes if n not in result.flags]
+    result.reason = problem or "; ".join(dict.fromkeys(reasons))
+    return result
+
+
+def grader_failure(student: str, assignment: str, content_hash: str, failure: str) -> Result:
+    """The row of a submission the grader failed to grade (retried on the next run)."""
+    return settle(Result(student, assignment, failures=[failure], content_hash=content_hash))
+
+
+def short(text: str, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def number(value: float) -> str:
+    """Points as a spreadsheet reads them: 2, 1.5, 0."""
+    return f"{value:g}"
+
+
+# ---------------------------------------------------------------- files
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` so that ``path`` is either absent, the old content, or all of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def result_path(out: Path, student: str, assignment: str) -> Path:
+    return out / "results" / student / f"{assignment}.json"
+
+
+def save_result(out: Path, result: Result) -> None:
+    atomic_write(result_path(out, result.student_id, result.assignment), result.to_json())
+
+
+def load_results(out: Path, damaged: list[Path] | None = None) -> dict[tuple[str, str], Result]:
+    """Every sound result under ``OUT/results``. Unreadable files (a crash mid-write), results
+    that do not add up and files in another student's place are left out (and listed in
+    ``damaged``): a rerun grades those submissions again and rewrites them."""
+    results = {}
+    for path in sorted((out / "results").glob("*/*.json")):
+        try:
+            result = Result.from_json(path.read_text(encoding="utf-8"))
+        except (ValueError, TypeError, AttributeError):
+            result = None
+        if result is None or not result.sound() or path != result_path(out, *result.key):
+            if damaged is not None:
+                damaged.append(path)
+            continue
+        results[result.key] = result
+    return results
+
+
+# ---------------------------------------------------------------- grades.csv
+
+
+def csv_rows(results: list[Result], exercises: list[str], header: bool = False) -> str:
+    """Rows of grades.csv for ``results`` in the order given (the header first, if asked)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    if header:
+        writer.writerow(HEAD + exercises + TAIL)
+    for r in results:
+        writer.writerow(
+            [r.student_id, r.assignment, number(r.score), number(r.max_score)]
+            + [number(r.points[e]) if e in r.points else "" for e in exercises]
+            + [r.status, short(r.reason), r.submitted_at, number(round(r.seconds_late)),
+               "yes" if r.seconds_late > 0 else "no", r.device, r.torch])
+    return buffer.getvalue()
+
+
+def csv_text(results: list[Result], exercises: list[str]) -> str:
+    """grades.csv: one row per student and assignment, sorted; exercises in course order."""
+    return csv_rows(sorted(results, key=lambda r: r.key), exercises, header=True)
+
+
+def write_grades(out: Path, results: list[Result], exercises: list[str]) -> Path:
+    path = out / "grades.csv"
+    atomic_write(path, csv_text(results, exercises))
+    return path
