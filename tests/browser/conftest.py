@@ -10,12 +10,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,20 +19,11 @@ from typing import Any
 
 import pytest
 
+from tests.browser.lab import CHROMIUM_ARGS, free_port, stop, wait_until_up
+
 CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 REPO = Path(__file__).resolve().parents[2]
 OUTPUT_DIR = REPO / "tests" / "output"
-SERVER_START_TIMEOUT_S = 90.0
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -74,13 +61,6 @@ def output_dir() -> Path:
     """Where screenshots go (``tests/output/``, git-ignored)."""
     OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
     return OUTPUT_DIR
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -127,30 +107,6 @@ def lab_command(port: int, token: str, root_dir: Path, state_dir: Path) -> list[
         "--LabApp.expose_app_in_browser=True",
         "--LabApp.news_url=",
     ] + (["--allow-root"] if os.geteuid() == 0 else [])
-
-
-def wait_until_up(url: str, token: str, process: subprocess.Popen, log: Path) -> None:
-    """Poll ``/api/status`` until the server answers; fail with its log if it dies or stalls."""
-    deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"JupyterLab exited with {process.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}api/status?token={token}", timeout=2):
-                return
-        except (urllib.error.URLError, OSError):
-            time.sleep(0.3)
-    pytest.fail(f"JupyterLab did not answer within {SERVER_START_TIMEOUT_S}s:\n{log.read_text()}")
-
-
-def stop(process: subprocess.Popen) -> None:
-    """Stop the server we started (SIGTERM, then SIGKILL after 10 s)."""
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ import nbformat
 import pytest
 
 from grader.publish import learner
-from tests.browser.conftest import CHROMIUM_ARGS, free_port, stop, wait_until_up
+from tests.browser.lab import CHROMIUM_ARGS, free_port, stop, wait_until_up
 from tests.browser.test_jupyterlab import RUN_TIMEOUT_MS, wait_kernel_idle, wait_run_finished
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
