@@ -15,7 +15,9 @@ Measures, in one run on the current machine, and writes ``bench/report.json`` an
   (:mod:`bench.modules`);
 * ``decoding``: greedy decoding with and without a cache of keys and values
   (:mod:`bench.decoding`);
-* ``scaling``: attention's time and memory against sequence length (:mod:`bench.scaling`).
+* ``scaling``: attention's time and memory against sequence length (:mod:`bench.scaling`);
+* ``host``: the grader's own CPU and memory per submission for classes of 50 to 5,000
+  (:mod:`bench.host_scale`).
 
 A benchmark, not a test: every figure is a median of repeated runs measured side by side
 in the same process, after a warm-up, with the same number of threads on both sides.
@@ -23,7 +25,8 @@ in the same process, after a warm-up, with the same number of threads on both si
 
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from samples import ROOT  # noqa: F401 - the checkout, for the parts
+
 BENCH_DIR = Path(__file__).resolve().parent
 
 

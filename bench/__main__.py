@@ -17,7 +17,7 @@ import torch
 from bench import BENCH_DIR, cpu_seconds
 from bench import report as report_
 
-PARTS = ("modules", "decoding", "scaling", "notebooks", "checks", "autograde")
+PARTS = ("modules", "decoding", "scaling", "notebooks", "checks", "autograde", "host")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=2, help="jobs of our autograde run")
     p.add_argument("--copies", type=int, default=1,
                    help="copies of the 4 sample submissions per assignment")
+    p.add_argument("--class-sizes", type=int, nargs="+", default=[50, 500, 5000],
+                   help="submissions of the synthetic classes of the host part")
     p.add_argument("--assignments", nargs="+", default=None,
                    help="assignments of the autograde class (default: the last two with learner notebooks)")
     return p
@@ -83,6 +85,10 @@ def measure(part: str, args: argparse.Namespace, devices: list[str], report: dic
 
         report["autograde"] = bench_autograde(args.assignments, copies=args.copies, jobs=args.jobs,
                                               log=log)
+    elif part == "host":
+        from bench.host_scale import bench_host
+
+        report["host"] = bench_host(tuple(args.class_sizes), jobs=args.jobs, log=log)
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> dict:
         if part not in args.only:
             continue
         log(f"{part} (load average {report_.load_average()})")
-        parts[part] = {"load_average_start": report_.load_average()}
+        parts[part] = {"load_average_start": report_.load_average(),
+                       "date": report_.machine_facts(args.threads)["date"]}
         part_started = time.monotonic()
         try:
             measure(part, args, devices, report)
@@ -103,6 +110,7 @@ def run(args: argparse.Namespace) -> dict:
             log(f"  {part} failed: {type(error).__name__}: {error}")
             parts[part]["error"] = f"{type(error).__name__}: {error}"
         parts[part]["seconds"] = round(time.monotonic() - part_started, 1)
+        parts[part]["load_average_end"] = report_.load_average()
     report["machine"]["load_average_end"] = report_.load_average()
     report["machine"]["bench_seconds"] = round(time.monotonic() - started, 1)
     report["machine"]["bench_cpu_seconds"] = round(cpu_seconds() - cpu_started, 1)
@@ -113,7 +121,7 @@ def run(args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    report = run(args)
+    report = report_.updated(args.out, run(args), args.only == list(PARTS))
     json_path, md_path = report_.write(report, args.out)
     print(report_.markdown(report))
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)

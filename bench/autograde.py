@@ -31,12 +31,12 @@ from pathlib import Path
 
 from bench import ROOT, cpu_seconds
 from bench.notebooks import run_once
-from bench.samples import benchmark_set
-from grader.autograde import report
-from grader.autograde.cache import warm_cache
-from grader.autograde.options import Options, available_cpus
-from grader.autograde.run import autograde
+from grader.autograde import results as report
+from grader.autograde.host.cache import warm_cache
+from grader.autograde.host.options import Options, available_cpus
+from grader.autograde.host.run import autograde
 from grader.paths import NBGRADER_CONFIG, with_python_tools
+from samples import benchmark_set
 
 TARGET_SPEEDUP = 1.8
 KEYS = ("serial_nbgrader_s", "parallel_s", "jobs", "speedup", "overhead_ratio")
@@ -83,7 +83,7 @@ def stock_nbgrader(submissions: Path, assignments: list[str], timeout: int,
     ``generate_assignment`` (setup, not grading) runs before the clock starts. The kernels
     get ``COURSE_QUICK=1`` as ours do, so both grade the same short version of a notebook.
     """
-    from grader.autograde.submissions import find_root
+    from grader.autograde.host.submissions import find_root
 
     with tempfile.TemporaryDirectory(prefix="cg-stock-") as scratch:
         course = Path(scratch)

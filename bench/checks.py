@@ -13,13 +13,13 @@ import subprocess
 import sys
 
 from bench import ROOT
-from bench.notebooks import section_of
+from grader.paths import section_of
 
 TARGET_CPU_S = 2.0
 CODE = """
 import json, sys, time
 import torch, course
-from bench.samples import load_solution_namespace
+from samples import load_solution_namespace
 from grader.checks import SECTIONS
 namespace = load_solution_namespace(sys.argv[1])
 start = time.process_time()

@@ -121,9 +121,9 @@ def nvidia_driver() -> str:
 
 def solution_checks(step: Step, device: str, records: Path, clock: Clock) -> None:
     """Every exercise's hidden check on its solution, records saved, then verified elsewhere."""
-    from bench.samples import load_solution_namespace
     from grader.checks import SECTIONS, integrity
     from grader.paths import assignment_names
+    from samples import load_solution_namespace
 
     os.environ[integrity.GRADING_DIR_ENV] = str(records)
     names = assignment_names()
@@ -145,7 +145,7 @@ def solution_checks(step: Step, device: str, records: Path, clock: Clock) -> Non
     done = subprocess.run([sys.executable, "-m", "grader", "verify", str(records)], cwd=ROOT,
                           capture_output=True, text=True, timeout=clock.left())
     verdicts = json.loads(done.stdout) if done.returncode == 0 else {}
-    from grader.autograde.verify import load_record
+    from grader.autograde.worker.verify import load_record
 
     devices = {str(load_record(p).get("device", "?")).split(":")[0] for p in records.glob("*.record.pt")}
     rejected = [name for name, v in verdicts.items() if not v["passed"] or v["flags"]]
@@ -206,7 +206,7 @@ def check_tests(step: Step, device: str, work: Path, clock: Clock, quick: bool) 
 
 def autograde_class(step: Step, device: str, work: Path, clock: Clock, quick: bool) -> None:
     """``python -m grader autograde`` of correct and broken notebooks, the GPU visible."""
-    from bench.samples import benchmark_set
+    from samples import benchmark_set
 
     assignments = list(CLASS[:1] if quick else CLASS)
     submissions = benchmark_set(work / "submitted", assignments, copies=1)

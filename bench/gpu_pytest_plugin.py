@@ -16,7 +16,7 @@ CALLS: Counter = Counter()
 
 
 def pytest_configure(config) -> None:
-    import grader.autograde.verify  # noqa: F401 - patched below, like the checks
+    import grader.autograde.worker.verify  # noqa: F401 - patched below, like the checks
     import grader.checks  # noqa: F401 - every section module, so each one's name is patched
     from grader.checks import core
 

@@ -53,7 +53,7 @@ class ModelConfig:
 
 def solution(assignment: str) -> dict | None:
     """The namespace of ``assignment``'s solution notebook, or None while it does not exist."""
-    from bench.samples import load_solution_namespace, notebook_path
+    from samples import load_solution_namespace, notebook_path
 
     try:
         notebook_path(assignment)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -27,8 +26,7 @@ import time
 from pathlib import Path
 
 from bench import ROOT
-
-SOLUTIONS = ROOT / "solutions"
+from grader.paths import SOLUTIONS, assignment_folders, section_of
 
 #: Targets from the course's timing budget (seconds on 2 cores, MB), by section.
 TARGET_SECONDS = {"10.6": 90.0}
@@ -36,20 +34,10 @@ DEFAULT_TARGET_SECONDS = 20.0
 TARGET_PEAK_MB = 1536.0
 
 
-def section_of(assignment: str) -> str:
-    """``10.1-self-attention`` -> ``10.1``."""
-    match = re.match(r"^(\d+(?:\.\d+)*)", assignment)
-    return match.group(1) if match else assignment
-
-
-def discover(solutions: Path = SOLUTIONS) -> dict[str, Path]:
+def discover(solutions: Path = ROOT / SOLUTIONS) -> dict[str, Path]:
     """Every solution notebook by section, in section order (one notebook per assignment)."""
-    found = {}
-    for folder in sorted(p for p in solutions.iterdir() if p.is_dir()):
-        notebooks = sorted(folder.glob("*.ipynb"))
-        if notebooks:
-            found[section_of(folder.name)] = notebooks[0]
-    return dict(sorted(found.items(), key=lambda kv: [int(x) for x in kv[0].split(".")]))
+    return {section_of(folder.name): sorted(folder.glob("*.ipynb"))[0]
+            for folder in assignment_folders(solutions)}
 
 
 def learner_env(quick: bool = False) -> dict[str, str]:

@@ -213,6 +213,12 @@ def markdown(report: dict) -> str:
                 *checks_table(report["checks"]), ""]
     if "autograde" in report:
         out += ["## Autograding the same class", "", *autograde_table(report["autograde"]), ""]
+    if "host" in report:
+        part = report["machine"].get("parts", {}).get("host", {})
+        out += ["## The host's cost per submission as the class grows", "",
+                f"Measured {part.get('date', '')}, load average {part.get('load_average_start')} "
+                f"at the start, {part.get('load_average_end')} at the end.", "",
+                *host_table(report["host"]), ""]
     if "modules" in report:
         cfg = report["modules"].get("config", {})
         out += ["## The course's modules against PyTorch's", "",
@@ -236,6 +242,33 @@ def markdown(report: dict) -> str:
         if key in report:
             out += [f"## {key.replace('_', ' ')}", "", *table(report[key]), ""]
     return "\n".join(out)
+
+
+def updated(folder: Path, report: dict, whole: bool) -> dict:
+    """``report``, or, when only some parts were measured (``--only``), the report already in
+    ``folder`` with those parts replaced; each part keeps the date and load it was measured at
+    (``machine.parts``)."""
+    path = folder / "report.json"
+    if whole or not path.is_file():
+        return report
+    old = json.loads(path.read_text())
+    parts = {**old["machine"].get("parts", {}), **report["machine"]["parts"]}
+    return {**old, **{k: v for k, v in report.items() if k != "machine"},
+            "machine": {**old["machine"], "parts": parts}}
+
+
+def host_table(h: dict) -> list[str]:
+    rows = ["| submissions | host CPU s | ms per submission | wall s | peak MB | results JSON KB each |",
+            "|---:|---:|---:|---:|---:|---:|"]
+    for size, r in h["sizes"].items():
+        rows.append(f"| {size} | {r['host_cpu_s']:.2f} | {r['host_cpu_ms_per_submission']:.2f} | "
+                    f"{r['wall_s']:.1f} | {r['peak_mb']:.0f} | {r['results_json_kb_per_submission']:.2f} |")
+    return rows + ["", f"Per-submission host CPU, largest class / smallest: "
+                   f"{h['cpu_ratio_largest_to_smallest']} (target at most {h['target_cpu_ratio']}); "
+                   f"one more submission costs {h['marginal_host_cpu_ms_per_submission']} ms of host "
+                   f"CPU and {h['marginal_kb_per_submission']} KB of peak memory. Workers grade with a "
+                   f"stand-in of {1000 * h['stand_in_cpu_s']:.0f} ms CPU (`bench/host_scale.py`), "
+                   f"--jobs {h['jobs']}."]
 
 
 def write(report: dict, folder: Path) -> tuple[Path, Path]:

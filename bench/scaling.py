@@ -30,7 +30,7 @@ FIT_FROM = 512  # lengths below are dominated by per-call overhead
 
 def course_attention() -> Callable:
     """The 10.2 solution's ``scaled_dot_product_attention`` (returns output and weights)."""
-    from bench.samples import load_solution_namespace
+    from samples import load_solution_namespace
 
     return load_solution_namespace("10.2-scaled-dot-product-attention")["scaled_dot_product_attention"]
 

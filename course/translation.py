@@ -24,6 +24,7 @@ import torch
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # index i is the id of SPECIALS[i]
 DATA_FILE = "fr_en.tsv"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"  # the repository's data/
 SPLITS = ("train", "valid", "test", "long")  # long: more words than any other
 
 Pair = tuple[str, str]  # (french, english)
@@ -37,7 +38,7 @@ def data_path(path: str | os.PathLike | None = None) -> Path:
     data_dir = os.environ.get("COURSE_DATA_DIR")
     if data_dir:
         return Path(data_dir) / DATA_FILE
-    return Path(__file__).resolve().parent.parent / "data" / DATA_FILE
+    return DATA_DIR / DATA_FILE
 
 
 def load_pairs(path: str | os.PathLike | None = None, split: str | None = None) -> list[Pair]:

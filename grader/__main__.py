@@ -2,7 +2,7 @@
 
 Commands:
   generate   regenerate notebooks/ from solutions/ with nbgrader
-  verify     re-check saved records in a clean process (see grader.autograde.verify)
+  verify     re-check saved records in a clean process (see grader.autograde.worker.verify)
   student-bundle  build or extend the public student release (--through SECTION: week by week)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
@@ -28,7 +28,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from grader.autograde.verify import verify_records
+    from grader.autograde.worker.verify import verify_records
 
     verdicts = verify_records(Path(args.records))
     print(json.dumps({k: {"passed": v.passed, "flags": list(v.flags)} for k, v in verdicts.items()},
@@ -47,7 +47,7 @@ def _student_bundle(args: argparse.Namespace) -> int:
 
 def _deadlines(values: list[str]) -> dict[str, str]:
     """``--deadline ISO`` (every assignment) or ``--deadline ASSIGNMENT=ISO``, checked."""
-    from grader.autograde.submissions import parse_timestamp
+    from grader.autograde.host.submissions import parse_timestamp
 
     deadlines = {}
     for value in values or []:
@@ -62,9 +62,9 @@ def _deadlines(values: list[str]) -> dict[str, str]:
 
 
 def _autograde(args: argparse.Namespace) -> int:
-    from grader.autograde.options import Options
-    from grader.autograde.run import autograde
-    from grader.autograde.submissions import parse_shard
+    from grader.autograde.host.options import Options
+    from grader.autograde.host.run import autograde
+    from grader.autograde.host.submissions import parse_shard
 
     options = Options(timeout=args.timeout, shard=parse_shard(args.shard), force=args.force,
                       deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
@@ -80,7 +80,7 @@ def _autograde(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from grader.autograde.merge import merge
+    from grader.merge import merge
 
     path = merge([Path(p) for p in args.outputs], Path(args.out))
     print(f"merged {len(args.outputs)} shard outputs into {path}")
@@ -88,7 +88,7 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def _gradebook(args: argparse.Namespace) -> int:
-    from grader.autograde.gradebook_import import import_run
+    from grader.gradebook import import_run
 
     summary = import_run(Path(args.out), db_url=args.db)
     print(summary.text())

@@ -37,3 +37,11 @@ class PublishError(GraderError):
 
 class GradebookError(GraderError):
     """An autograde output that cannot be imported into the course's nbgrader gradebook."""
+
+
+class SandboxError(GraderError):
+    """The kernels' sandbox cannot run torch here (limits too low, files unreadable)."""
+
+
+class TemplateError(GraderError):
+    """nbgrader cannot record an assignment's source notebooks (its metadata is broken)."""

@@ -13,18 +13,24 @@ So ``course-grader`` works from an installed package as well as from a checkout.
 from __future__ import annotations
 
 import os
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.errors import CourseNotFound
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent  # grader/
 NBGRADER_CONFIG = PACKAGE_DIR / "nbgrader_config.py"
 COURSE_ROOT_ENV = "COURSE_ROOT"
+COURSE_ID = "transformer-course"  # nbgrader's course id, in every gradebook the grader writes
+#: Folders of a course (nbgrader's source and release directories, grader/nbgrader_config.py).
+SOLUTIONS, RELEASE = "solutions", "notebooks"
+GRADEBOOK = "gradebook.db"
 
 
 def is_course(folder: Path) -> bool:
-    return (folder / "solutions").is_dir() and (folder / "nbgrader_config.py").is_file()
+    return (folder / SOLUTIONS).is_dir() and (folder / "nbgrader_config.py").is_file()
 
 
 def course_root() -> Path:
@@ -46,27 +52,107 @@ def course_root() -> Path:
 
 def solutions_dir() -> Path:
     """``solutions/``: the instructor notebooks (nbgrader's source directory)."""
-    return course_root() / "solutions"
+    return course_root() / SOLUTIONS
 
 
 def release_dir() -> Path:
     """``notebooks/``: the generated learner notebooks (nbgrader's release directory)."""
-    return course_root() / "notebooks"
+    return course_root() / RELEASE
+
+
+def section_of(assignment: str) -> str:
+    """``10.3-multi-head-attention`` -> ``10.3``."""
+    return assignment.split("-", 1)[0]
+
+
+def section_order(assignment: str) -> tuple[int, ...]:
+    """A sort key that puts 10.2 before 10.10."""
+    return tuple(int(n) for n in re.findall(r"\d+", section_of(assignment)))
+
+
+def assignment_folders(source: Path | None = None) -> list[Path]:
+    """The assignment folders under ``source`` (default ``solutions/``; or ``notebooks/``):
+    those holding a notebook, in section order."""
+    source = source or solutions_dir()
+    if not source.is_dir():
+        return []
+    folders = [p for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb"))]
+    return sorted(folders, key=lambda p: (section_order(p.name), p.name))
 
 
 def assignment_names(source: Path | None = None) -> list[str]:
-    """Assignment folders of the course (those holding a notebook), in section order."""
-    source = source or solutions_dir()
-    return sorted(p.name for p in source.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
+    """Names of :func:`assignment_folders`, in section order."""
+    return [p.name for p in assignment_folders(source)]
+
+
+@dataclass(frozen=True)
+class CourseLayout:
+    """The folders of an nbgrader course at ``root`` (the scratch courses the grader makes,
+    one per submission or template, and the course itself), as nbgrader's defaults and
+    grader/nbgrader_config.py name them."""
+
+    root: Path
+
+    def source(self, assignment: str) -> Path:
+        return self.root / SOLUTIONS / assignment
+
+    def release(self, assignment: str) -> Path:
+        return self.root / RELEASE / assignment
+
+    def submitted(self, student: str, assignment: str) -> Path:
+        return self.root / "submitted" / student / assignment
+
+    def autograded(self, student: str, assignment: str) -> Path:
+        return self.root / "autograded" / student / assignment
+
+    def feedback(self, student: str, assignment: str) -> Path:
+        return self.root / "feedback" / student / assignment
+
+    @property
+    def gradebook(self) -> Path:
+        return self.root / GRADEBOOK
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.gradebook}"
+
+
+def nbgrader_config(root: Path, db_url: str | None = None):
+    """The course's nbgrader configuration (grader/nbgrader_config.py), on the course folder
+    ``root`` and its gradebook (or ``db_url``)."""
+    from traitlets.config import PyFileConfigLoader
+
+    config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
+    config.CourseDirectory.root = str(root)
+    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.db_url = db_url or CourseLayout(root).db_url
+    return config
+
+
+def course_package_dir() -> Path:
+    """``course/``: the helpers the notebooks import (shipped to learners)."""
+    import course
+
+    return Path(course.__file__).resolve().parent
+
+
+def data_dirs() -> list[Path]:
+    """The course data: ``data/`` as the course package defines it, and ``COURSE_DATA_DIR``."""
+    from course.translation import DATA_DIR
+
+    extra = os.environ.get("COURSE_DATA_DIR")
+    return [DATA_DIR, *([Path(extra)] if extra else [])]
+
+
+def grading_packages() -> list[Path]:
+    """The folders of the code that grades: the grader and the course helpers."""
+    return [PACKAGE_DIR, course_package_dir()]
 
 
 def import_roots() -> list[str]:
     """The folders that hold the ``grader`` and ``course`` packages this process uses: the
     grading workers and the kernels import from there too, whatever else is installed."""
-    import course
-
-    packages = (PACKAGE_DIR, Path(course.__file__).resolve().parent)
-    return list(dict.fromkeys(str(p.parent) for p in packages))
+    return list(dict.fromkeys(str(p.parent) for p in grading_packages()))
 
 
 def with_python_tools(env: dict[str, str]) -> dict[str, str]:

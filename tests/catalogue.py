@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.samples import load_solution_namespace, run_visible_test
+from samples import load_solution_namespace, run_visible_test
 from tests.answers import DEVICE, REFERENCE, Answer, Entry, assignment_of, declared, declared_sections
 
 

@@ -13,12 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.samples import load_solution_namespace
+from samples import load_solution_namespace
+from tests.settings import GRADING
 from tests.submissions import planted
-
-ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 20  # seconds per cell: long enough for a loaded CI machine to import torch
-GRADING = dict(timeout=TIMEOUT, memory_mb=2500, deadlines={"*": planted.DEADLINE}, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +45,10 @@ def batch(tmp_path_factory, request, cache) -> dict:
     pytest-xdist spreads the tests over several processes). Read it, never write into it."""
     from filelock import FileLock
 
-    from grader.autograde import report
-    from grader.autograde.guard import Guard, grading_folders
-    from grader.autograde.options import Options
-    from grader.autograde.run import autograde
+    from grader.autograde import results as report
+    from grader.autograde.host.guard import Guard, grading_folders
+    from grader.autograde.host.options import Options
+    from grader.autograde.host.run import autograde
 
     if shutil.which("bwrap") is None:  # without it the hostile ones would write the checkout
         pytest.skip("bubblewrap is not installed: make sandbox-deps (apt-get install bubblewrap)")

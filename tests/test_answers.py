@@ -8,7 +8,7 @@ import re
 import pytest
 import torch
 
-from bench.samples import load_solution_namespace
+from samples import load_solution_namespace
 from grader.checks import EXERCISES
 from tests import catalogue
 from tests.answers import assignment_of, declared, declared_sections

@@ -23,15 +23,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.autograde import report
-from grader.autograde.fingerprint import content_hash
-from grader.autograde.merge import merge
-from grader.autograde.options import Options
-from grader.autograde.run import autograde
-from grader.autograde.sandbox import Limits, SandboxConfig, kernel_env, probe, resolve_user
-from grader.autograde.submissions import course_assignments, discover
+from grader.autograde import results as report
+from grader.autograde.host.fingerprint import content_hash
+from grader.autograde.host.options import Options
+from grader.autograde.host.run import autograde
+from grader.autograde.host.sandbox import probe, resolve_user
+from grader.autograde.host.submissions import course_assignments, discover
+from grader.autograde.sandbox.config import Limits, SandboxConfig, kernel_env
 from grader.errors import MergeError
-from tests.conftest import GRADING, ROOT, TIMEOUT
+from grader.merge import merge
+from tests.settings import GRADING, ROOT, TIMEOUT
 from tests.submissions import planted
 
 pytestmark = pytest.mark.slow
@@ -161,7 +162,8 @@ def feedback_exporters(tmp_path: Path) -> tuple:
     from nbgrader.converters import GenerateFeedback
     from nbgrader.coursedir import CourseDirectory
 
-    from grader.autograde.nbgrader_runs import FeedbackPage, GradingOptions, course_config
+    from grader.autograde.messages import GradingOptions
+    from grader.autograde.worker.nbgrader_runs import FeedbackPage, course_config
 
     config = course_config(tmp_path, GradingOptions())
     converter = GenerateFeedback(coursedir=CourseDirectory(config=config), config=config)
@@ -191,7 +193,7 @@ def test_feedback_page_is_nbconverts_page(batch, tmp_path, monkeypatch):
     import nbformat
     from bs4 import BeautifulSoup
 
-    from grader.autograde.nbgrader_runs import FeedbackPage
+    from grader.autograde.worker.nbgrader_runs import FeedbackPage
 
     stock, ours = feedback_exporters(tmp_path)
     graded = sorted((batch["out"] / "autograded").glob(f"*/{planted.ASSIGNMENT}/*.ipynb"))

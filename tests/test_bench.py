@@ -9,9 +9,11 @@ import nbformat
 import pytest
 import torch
 
+import samples
 from bench import modules, notebooks, report, scaling
 from bench.__main__ import build_parser
 from bench.timing import interleaved_medians, median_seconds
+from grader.paths import section_of
 
 TINY = modules.ModelConfig(d_model=8, num_heads=2, d_ff=16, num_layers=1, batch=2, seq=3)
 
@@ -121,7 +123,7 @@ def test_notebooks_are_discovered_by_section():
     """Are the solution notebooks found and keyed by section ("10.1", ...)?"""
     found = notebooks.discover()
     assert "10.1" in found and found["10.1"].suffix == ".ipynb"
-    assert notebooks.section_of("10.6-encoder-decoder") == "10.6"
+    assert section_of("10.6-encoder-decoder") == "10.6"
 
 
 def test_report_files_have_the_keys_and_the_tables(tmp_path):
@@ -190,3 +192,22 @@ def test_decoding_ratio_is_uncached_over_cached():
         assert e["uncached_s"] == statistics.median(e["uncached_samples_s"])
     text = "\n".join(report.decoding_table(entry))
     assert "| 3 | 4 |" in text and "greedy_decode_cached" in text
+
+
+@pytest.mark.slow
+def test_benchmark_against_stock_nbgrader(tmp_path):
+    """Does the benchmark time stock nbgrader and ours on the same notebooks, agreeing on
+    the scores?"""
+    root = tmp_path / "class"
+    nb = samples.solved("10.1-self-attention")
+    samples.write(nb, root, "a", "10.1-self-attention")
+    samples.write(samples.plant(nb, "qkv_projections", "qkv_projections = None"), root, "b",
+                  "10.1-self-attention")
+    from bench.autograde import benchmark_against_nbgrader
+
+    numbers = benchmark_against_nbgrader(root, jobs=2, timeout=120)
+    assert {"autograde.serial_nbgrader_s", "autograde.parallel_s", "autograde.jobs",
+            "autograde.speedup"} <= set(numbers)
+    assert numbers["autograde.notebooks"] == 2 and numbers["autograde.jobs"] == 2
+    assert numbers["autograde.score_differences"] == []
+    print(numbers)

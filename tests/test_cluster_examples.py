@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from grader.__main__ import build_parser
-from grader.autograde.submissions import parse_shard
-from tests.conftest import ROOT
+from grader.autograde.host.submissions import parse_shard
+from tests.settings import ROOT
 
 K8S = ROOT / "docs" / "k8s-autograde-job.yaml"
 SLURM = ROOT / "docs" / "slurm-autograde.sh"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.settings import ROOT
+
+REPO = ROOT
 REQUIREMENTS = REPO / "requirements.txt"
 ENVIRONMENT = REPO / "environment.yml"
 CONDA_TO_PIP = {"pytorch": "torch", "matplotlib-base": "matplotlib"}

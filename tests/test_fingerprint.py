@@ -1,6 +1,6 @@
 """Does a rerun regrade exactly when something that can change a grade has changed: the
 student's files, any grading code (checks, host side, course helpers), the versions of
-torch, numpy and nbgrader? (grader/autograde/fingerprint.py)"""
+torch, numpy and nbgrader? (grader/autograde/host/fingerprint.py)"""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import shutil
 
 import pytest
 
-from grader.autograde import fingerprint, run
-from grader.autograde.options import Options
-from grader.autograde.run import autograde
-from tests.conftest import ROOT
+from grader.autograde.host import fingerprint, run
+from grader.autograde.host.options import Options
+from grader.autograde.host.run import autograde
+from tests.settings import ROOT
 from tests.submissions import planted
 
 #: One file of each kind of grading code; editing any must change the fingerprint.
 EDITED = ["grader/checks/s10_2.py", "grader/checks/common.py", "grader/checks/core.py",
-          "grader/autograde/job.py", "grader/autograde/verify.py", "grader/nbgrader_config.py",
+          "grader/autograde/worker/job.py", "grader/autograde/worker/verify.py", "grader/nbgrader_config.py",
           "course/testing.py", "course/plotting.py"]
 
 

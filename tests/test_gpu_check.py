@@ -13,7 +13,7 @@ import torch
 
 from bench import gpu_check
 from grader.checks import SECTIONS
-from tests.conftest import ROOT
+from tests.settings import ROOT
 
 
 def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:

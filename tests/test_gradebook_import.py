@@ -21,11 +21,11 @@ import pytest
 from nbgrader.api import Gradebook, MissingEntry
 
 from grader.__main__ import main
-from grader.autograde.gradebook_import import COURSE_ID, import_run
 from grader.errors import GradebookError
-from grader.paths import with_python_tools
+from grader.gradebook import import_run
+from grader.paths import COURSE_ID, with_python_tools
 from grader.publish.generate import nbgrader_api
-from tests.conftest import ROOT
+from tests.settings import ROOT
 from tests.submissions import planted
 
 ASSIGNMENT, NOTEBOOK = planted.ASSIGNMENT, "self_attention"

@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from bench.samples import notebook_path
 from grader.paths import assignment_names as assignments
+from samples import notebook_path
 
 pytestmark = pytest.mark.slow  # starts kernels
 

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.settings import ROOT
+
+REPO = ROOT
 SCRIPT = REPO / "scripts" / "check_notebooks_clean.py"
 
 

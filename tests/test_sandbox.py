@@ -1,6 +1,6 @@
 """One notebook cannot zero a class: the kernels' sandbox, the grader's check of its own
-files, and grader failures that are never a learner's zero (grader/autograde/sandbox.py,
-guard.py, pool.py, cells.py)."""
+files, and grader failures that are never a learner's zero (grader/autograde/sandbox/,
+host/guard.py, worker/cells.py; the pool's side of the guard is in tests/autograde/test_pool.py)."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.autograde import report
-from grader.autograde.cells import grader_failure
-from grader.autograde.guard import Guard
-from grader.autograde.pool import Pool
-from grader.autograde.report import ERROR, FLAGGED, OK, Result
-from grader.autograde.sandbox import SandboxConfig, bwrap_args, readable_paths
-from grader.autograde.submissions import Submission
-from tests.conftest import GRADING, ROOT
+from grader.autograde import results as report
+from grader.autograde.host.guard import Guard
+from grader.autograde.host.sandbox import readable_paths
+from grader.autograde.results import ERROR, FLAGGED, OK, Result
+from grader.autograde.sandbox.config import SandboxConfig
+from grader.autograde.sandbox.launcher import bwrap_args
+from grader.autograde.worker.cells import grader_failure
+from tests.settings import GRADING, ROOT
 from tests.submissions import planted
 
 # ---------------------------------------------------------------- the guard
@@ -55,71 +55,6 @@ def test_guard_sees_and_undoes_every_change(package):
     assert guard.changes() == []
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in package.rglob("*") if p.is_file()}
     assert after == before  # same bytes and times: the bytecode stays valid for its source
-
-
-class FakeGuard:
-    """A guard whose files change when a test says so."""
-
-    def __init__(self):
-        self.changed: list[str] = []
-        self.restored = 0
-
-    def changes(self) -> list[str]:
-        return list(self.changed)
-
-    def restore(self) -> None:
-        self.changed, self.restored = [], self.restored + 1
-
-
-def pool_with(subs: list[Submission]) -> tuple[Pool, list[Result]]:
-    recorded: list[Result] = []
-    pool = Pool({}, {}, Path("."), Path("."), None, recorded.append,
-                {s.key: "hash" for s in subs})
-    pool.guard = FakeGuard()
-    pool.queue = list(subs)
-    return pool, recorded
-
-
-def graded(sub: Submission) -> Result:
-    return Result(sub.student, sub.assignment, points={"a": 2.0}, max_points={"a": 2.0},
-                  score=2.0, max_score=2.0, content_hash="hash")
-
-
-def test_a_change_made_alone_flags_that_submission():
-    """When only one notebook ran since the last clean check, is it flagged with what it
-    changed, its points taken, and the files put back before the next one starts?"""
-    a, b = Submission("a", "x"), Submission("b", "x")
-    pool, recorded = pool_with([a, b])
-    assert pool.next_job(0) is a
-    pool.guard.changed = ["grader/checks/s10_1.py"]
-    pool.finish(0, graded(a))
-    assert pool.guard.restored == 1
-    (result,) = recorded
-    assert result.status == FLAGGED and result.score == 0 and result.points == {"a": 0.0}
-    assert "grader/checks/s10_1.py" in result.reason and not result.retry
-    assert pool.next_job(0) is b and not pool.serial
-
-
-def test_a_change_made_alongside_others_grades_them_again_alone():
-    """When two notebooks ran at once, are both graded again one at a time, so that the one
-    that did it is found, and the other is graded on the restored code?"""
-    a, b, c = Submission("a", "x"), Submission("b", "x"), Submission("c", "x")
-    pool, recorded = pool_with([a, b, c])
-    assert (pool.next_job(0), pool.next_job(1)) == (a, b)
-    pool.guard.changed = ["course/testing.py"]
-    assert pool.finish(1, graded(b)) is None  # b ran while a also did: not recorded
-    assert pool.serial and pool.next_job(1) is None  # only worker 0 goes on, alone
-    assert pool.finish(0, graded(a)) is None  # a ran during the change too
-    assert pool.queue[:2] == [a, b] and recorded == []
-    assert pool.next_job(0) is a
-    pool.guard.changed = ["course/testing.py"]  # a does it again, alone this time
-    pool.finish(0, graded(a))
-    assert pool.next_job(0) is b
-    pool.finish(0, graded(b))
-    assert pool.next_job(0) is c
-    pool.finish(0, graded(c))
-    assert [(r.student_id, r.status) for r in recorded] == [("a", FLAGGED), ("b", OK), ("c", OK)]
-    assert pool.next_job(0) is None
 
 
 # ---------------------------------------------------------------- the sandbox's shape
@@ -272,8 +207,9 @@ def test_a_broken_grader_is_an_error_to_regrade_never_a_zero(tmp_path):
 def test_the_sandbox_probe_sees_an_isolated_kernel(tmp_path):
     """Does a process in the sandbox see its own PID namespace only, only loopback, and the
     grader read-only?"""
-    from grader.autograde.options import Options
-    from grader.autograde.sandbox import kernel_env, probe
+    from grader.autograde.host.options import Options
+    from grader.autograde.host.sandbox import probe
+    from grader.autograde.sandbox.config import kernel_env
 
     config, notes = Options(memory_mb=2500).sandbox(hidden=[tmp_path])
     if not config.bwrap:
@@ -287,7 +223,7 @@ def test_the_sandbox_probe_sees_an_isolated_kernel(tmp_path):
 @pytest.mark.slow
 def test_orphans_die_with_the_sandbox(tmp_path):
     """Does a process a sandboxed program starts in a new session still die with it?"""
-    from grader.autograde.options import Options
+    from grader.autograde.host.options import Options
 
     config, _ = Options().sandbox()
     if not config.bwrap:

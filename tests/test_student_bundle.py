@@ -13,7 +13,7 @@ import pytest
 from nbgrader.utils import compute_checksum
 
 from grader.__main__ import main
-from grader.autograde.preprocessors import as_released
+from grader.autograde.worker.preprocessors.restore_cells import as_released
 from grader.errors import PublishError, UsageError
 from grader.paths import course_root
 from grader.publish import bundle, setup_cell

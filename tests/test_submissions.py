@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.autograde import report
-from grader.autograde.run import heaviest_first
-from grader.autograde.sandbox import _readable_by, kernel_env
-from grader.autograde.submissions import (
+from grader.autograde import results as report
+from grader.autograde.host.run import heaviest_first
+from grader.autograde.host.sandbox import _readable_by
+from grader.autograde.host.submissions import (
     Submission,
     course_assignments,
     discover,
@@ -24,8 +24,9 @@ from grader.autograde.submissions import (
     parse_timestamp,
     shard,
 )
+from grader.autograde.sandbox.config import kernel_env
 from grader.errors import UsageError
-from tests.conftest import ROOT
+from tests.settings import ROOT
 from tests.submissions import planted
 
 

@@ -21,8 +21,8 @@ from course.translation import (
     make_batches,
     pad_batch,
 )
+from tests.settings import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 TSV = ROOT / "data" / "fr_en.tsv"
 SCRIPT = ROOT / "data" / "make_corpus.py"
 

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from bench.samples import load_solution_namespace
+from samples import load_solution_namespace
 
 TARGET_EXACT_MATCH = 0.95
 TARGET_SECONDS = 60  # on two CPU cores

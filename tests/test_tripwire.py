@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bench.samples import load_solution_namespace
-from grader.autograde.cells import reference_calls
+from samples import load_solution_namespace
+from grader.autograde.worker.cells import reference_calls
 from grader.checks import EXERCISES, s10_2, s10_3
 from tests.check_helpers import assert_fails, assert_passes
 
@@ -394,7 +394,7 @@ def test_source_scan_finds_nothing_in_the_solutions():
     """Does no instructor solution cell trip the scan (no false flag on a right answer)?"""
     import nbformat
 
-    from tests.conftest import ROOT
+    from tests.settings import ROOT
 
     for path in sorted(ROOT.glob("solutions/*/*.ipynb")):
         for cell in nbformat.read(path, as_version=4).cells:

@@ -1,15 +1,16 @@
-"""The grader's side: grading a whole class with nbgrader, outside the learners' kernels.
+"""Grading a whole class with nbgrader, outside the learners' kernels, by process:
 
-``run.autograde`` (behind ``python -m grader autograde``) finds the submissions
-(``submissions``), skips what an earlier run graded from the same inputs
-(``fingerprint``), and drives a pool of workers (``pool``, ``worker``) that grade one
-notebook each (``job``) with nbgrader's own converters (``nbgrader_runs``,
-``preprocessors``), every kernel in the sandbox (``sandbox``). The integrity records are
-verified in the worker, a process that never ran learner code (``verify``); results go to
-``OUT`` as JSON, ``grades.csv`` and feedback (``report``); sharded runs are combined by
-``merge``.
+* ``host/``: the grader's own process (``python -m grader autograde``): finds the
+  submissions, skips what an earlier run graded from the same inputs, decides the
+  sandbox, drives the pool of workers, and is the one writer of ``OUT``;
+* ``worker/``: the grading workers, one submission at a time with nbgrader's own
+  converters and the robust preprocessors (``worker/preprocessors/``, one module each);
+  they never run learner code, so they also verify the integrity records;
+* ``sandbox/``: the launcher every kernel starts through, and the settings it reads;
+* ``messages.py``: what crosses the pipe between host and worker; ``results.py``: the
+  result of one submission and its status, which every side reads.
 
 Nothing here is imported by the hidden checks (``grader.checks``), which run inside the
 learner's kernel; the arrow goes one way. This package imports nothing at import time, so
-the sandbox launcher (``python -m grader.autograde.sandbox``) stays light.
+the sandbox launcher stays light.
 """

@@ -33,7 +33,7 @@ from pathlib import Path
 import nbformat
 
 from grader.errors import PublishError, UsageError
-from grader.paths import course_root
+from grader.paths import RELEASE, assignment_names, course_root, section_of
 from grader.publish import setup_cell
 
 DEFAULT_REPOSITORY = "transformer-course/transformer-course"
@@ -64,15 +64,9 @@ include = ["course*"]
 # ---------------------------------------------------------------- sections
 
 
-def section_of(assignment: str) -> str:
-    """``10.3-multi-head-attention`` -> ``10.3``."""
-    return assignment.split("-", 1)[0]
-
-
 def learner_assignments(root: Path) -> list[str]:
     """Assignments with a learner notebook in ``root/notebooks``, in section order."""
-    folders = {p.parent.name for p in (root / "notebooks").glob("*/*.ipynb")}
-    return sorted(folders, key=lambda name: tuple(int(n) for n in re.findall(r"\d+", section_of(name))))
+    return assignment_names(root / RELEASE)
 
 
 def due_assignments(assignments: list[str], through: str | None) -> list[str]:

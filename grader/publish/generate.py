@@ -16,8 +16,9 @@ from pathlib import Path
 
 from grader.errors import PublishError, UsageError
 from grader.paths import (
-    NBGRADER_CONFIG,
+    CourseLayout,
     assignment_names,
+    nbgrader_config,
     release_dir,
     solutions_dir,
     with_python_tools,
@@ -40,11 +41,7 @@ def nbgrader_api(course: Path):
     os.environ.update(with_python_tools(dict(os.environ)))
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
-    config.CourseDirectory.root = str(course)
-    config.CourseDirectory.db_url = f"sqlite:///{course / 'gradebook.db'}"
+    config = nbgrader_config(course)
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
@@ -53,7 +50,7 @@ def generate_assignments(names: list[str], source: Path, release: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         course = Path(scratch)
         for name in names:
-            shutil.copytree(source / name, course / "solutions" / name)
+            shutil.copytree(source / name, CourseLayout(course).source(name))
         api = nbgrader_api(course)
         for name in names:
             result = api.generate_assignment(name, force=True)
@@ -61,7 +58,7 @@ def generate_assignments(names: list[str], source: Path, release: Path) -> None:
                 detail = (result.get("error") or result.get("log") or "")[-3000:]
                 raise PublishError(f"nbgrader could not generate {source / name}:\n{detail}")
             # Copy over, never delete: files of the learner's own in the folder stay.
-            shutil.copytree(course / "notebooks" / name, release / name, dirs_exist_ok=True)
+            shutil.copytree(CourseLayout(course).release(name), release / name, dirs_exist_ok=True)
 
 
 def generate(names: list[str] | None = None, force: bool = False,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from bench import samples
+import samples
 
 ASSIGNMENT = "10.1-self-attention"
 DEADLINE = "2026-12-01T23:59:00+00:00"

@@ -14,12 +14,13 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from grader.autograde import report
-from grader.autograde.fingerprint import tree_digest
-from grader.autograde.options import Options
-from grader.autograde.sandbox import SandboxConfig, kernel_env, probe
-from grader.autograde.submissions import Assignment, Submission, course_assignments
-from grader.paths import with_python_tools
+from grader.autograde.host.fingerprint import tree_digest
+from grader.autograde.host.options import Options
+from grader.autograde.host.sandbox import probe
+from grader.autograde.host.submissions import Assignment, Submission, course_assignments
+from grader.autograde.results import atomic_write
+from grader.autograde.sandbox.config import SandboxConfig, kernel_env
+from grader.paths import GRADEBOOK, with_python_tools
 
 
 def template_paths(subs: list[Submission], assignments: dict[str, Assignment], options: Options,
@@ -32,7 +33,7 @@ def template_paths(subs: list[Submission], assignments: dict[str, Assignment], o
         digest = tree_digest(assignments[name].source)
         key = f"{digest}|{options.deadline(name)}|{nbgrader.__version__}"
         short = hashlib.sha256(key.encode()).hexdigest()[:16]
-        paths[name] = cache / "templates" / f"{name}-{short}" / "gradebook.db"
+        paths[name] = cache / "templates" / f"{name}-{short}" / GRADEBOOK
     return paths
 
 
@@ -47,7 +48,7 @@ def sandbox_cache(config: SandboxConfig, options: Options, out: Path) -> Path:
 
 def cached_probe(config: SandboxConfig, env: dict[str, str], folder: Path,
                  refresh: bool = False) -> dict:
-    """:func:`grader.autograde.sandbox.probe`, run once per configuration (again with ``refresh``).
+    """:func:`grader.autograde.host.sandbox.probe`, run once per configuration (again with ``refresh``).
 
     Its HOME keeps matplotlib's font cache, which every kernel then starts with.
     """
@@ -58,7 +59,7 @@ def cached_probe(config: SandboxConfig, env: dict[str, str], folder: Path,
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     found = probe(config, env, folder)
-    report.atomic_write(saved, json.dumps(found, indent=1))
+    atomic_write(saved, json.dumps(found, indent=1))
     return found
 
 
@@ -68,7 +69,7 @@ def warm_cache(submissions_assignments: list[str], options: Options, out: Path) 
     What ``nbgrader generate_assignment`` is to stock nbgrader: setup, done once per
     course, which a benchmark leaves out of the timed run.
     """
-    from grader.autograde.nbgrader_runs import build_template
+    from grader.autograde.worker.nbgrader_runs import build_template
 
     os.environ.update(with_python_tools(dict(os.environ)))
     assignments = course_assignments(options.source())

@@ -36,13 +36,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.autograde import report
-from grader.autograde.report import ERROR
-from grader.autograde.submissions import exercise_name
+from grader.autograde import results as report
+from grader.autograde.results import ERROR, exercise_name
 from grader.errors import GradebookError
-from grader.paths import NBGRADER_CONFIG, course_root, with_python_tools
+from grader.paths import COURSE_ID, CourseLayout, course_root, nbgrader_config, with_python_tools
 
-COURSE_ID = "transformer-course"
 LEDGER = "course_grader_import"
 PREFIX = "course-grader: "
 
@@ -107,13 +105,7 @@ def deadline(manifest: dict, assignment: str) -> str | None:
 
 def course_config(root: Path, db_url: str | None):
     """The course's nbgrader configuration, on ``root`` and its gradebook (or ``db_url``)."""
-    from traitlets.config import PyFileConfigLoader
-
-    config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.course_id = COURSE_ID
-    config.CourseDirectory.db_url = db_url or f"sqlite:///{root / 'gradebook.db'}"
-    return config
+    return nbgrader_config(root, db_url)
 
 
 def add_assignment(root: Path, config, assignment: str) -> None:
@@ -122,8 +114,9 @@ def add_assignment(root: Path, config, assignment: str) -> None:
     from nbgrader.converters import GenerateAssignment
     from nbgrader.coursedir import CourseDirectory
 
-    if not (root / "solutions" / assignment).is_dir():
-        raise GradebookError(f"The run graded {assignment}, which is not in {root / 'solutions'}: "
+    source = CourseLayout(root).source(assignment)
+    if not source.is_dir():
+        raise GradebookError(f"The run graded {assignment}, which is not in {source.parent}: "
                              "import from the course folder the run graded with (COURSE_ROOT).")
     os.environ.update(with_python_tools(dict(os.environ)))
     with tempfile.TemporaryDirectory(prefix="cg-release-") as scratch:

@@ -1,12 +1,18 @@
-"""Grading one submission, inside a worker: everything from the scratch course to OUT.
+"""Grading one submission, inside a worker: everything from the scratch course to the outbox.
 
 1. a scratch nbgrader course with the source, the template gradebook and the student's
-   files; the kernel's environment and folders (:mod:`grader.autograde.sandbox`);
-2. ``nbgrader autograde`` (:mod:`grader.autograde.nbgrader_runs`);
+   files; the kernel's environment and folders (:mod:`grader.autograde.sandbox.config`);
+2. ``nbgrader autograde`` (:mod:`grader.autograde.worker.nbgrader_runs`);
 3. the points back from the scratch gradebook, the integrity records verified
-   (:mod:`grader.autograde.verify`), the cells examined (:mod:`grader.autograde.cells`);
+   (:mod:`grader.autograde.worker.verify`), the cells examined
+   (:mod:`grader.autograde.worker.cells`), the status settled
+   (:func:`grader.autograde.results.settle`);
 4. corrected points saved where nbgrader's feedback reads them, ``nbgrader
-   generate_feedback``, and the feedback and graded notebook copied into OUT.
+   generate_feedback``, and the feedback pages and graded notebook left in the job's
+   outbox, which the host moves into OUT (the host is OUT's one writer).
+
+:class:`NbgraderHandler` is what a worker serves jobs with; a stand-in with the same two
+methods (``grade``, ``template``) can take its place (``Options.handler``).
 """
 
 from __future__ import annotations
@@ -23,12 +29,38 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from grader.autograde import nbgrader_runs, report
-from grader.autograde.cells import describe_cells
-from grader.autograde.report import ERROR, FLAGGED, Result
-from grader.autograde.sandbox import SandboxConfig, kernel_env, sandbox_user
-from grader.autograde.submissions import exercise_name
-from grader.autograde.verify import apply_integrity, check_records
+from grader.autograde.messages import (
+    Graded,
+    GradeJob,
+    GradingOptions,
+    TemplateBuilt,
+    TemplateJob,
+    WorkerSettings,
+)
+from grader.autograde.results import Result, exercise_name, settle
+from grader.autograde.sandbox.config import kernel_env, sandbox_user
+from grader.autograde.worker import nbgrader_runs
+from grader.autograde.worker.cells import describe_cells
+from grader.autograde.worker.feedback_note import add_note, note_html
+from grader.autograde.worker.verify import apply_integrity, check_records
+from grader.paths import CourseLayout
+
+
+class NbgraderHandler:
+    """Grades with nbgrader: what a worker serves its jobs with."""
+
+    def __init__(self, settings: WorkerSettings):
+        self.settings = settings
+
+    def grade(self, job: GradeJob) -> Graded:
+        return grade(job, self.settings)
+
+    def template(self, job: TemplateJob) -> TemplateBuilt:
+        dest = Path(job.dest)
+        dest.mkdir(parents=True, exist_ok=True)
+        path = nbgrader_runs.build_template(job.assignment, Path(job.source), dest, job.duedate)
+        return TemplateBuilt(str(path))
+
 
 # ---------------------------------------------------------------- scratch course
 
@@ -37,18 +69,17 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)[:40]
 
 
-def prepare_course(job: dict, scratch: Path) -> Path:
+def prepare_course(job: GradeJob, scratch: Path) -> CourseLayout:
     """A scratch course: the source, the template gradebook, the student's files."""
-    root = scratch / "course"
-    assignment, student = job["assignment"], job["student"]
-    shutil.copytree(job["source"], root / "solutions" / assignment)
-    shutil.copy(job["template"], root / "gradebook.db")
-    target = root / "submitted" / student / assignment
+    course = CourseLayout(scratch / "course")
+    shutil.copytree(job.source, course.source(job.assignment))
+    shutil.copy(job.template, course.gradebook)
+    target = course.submitted(job.student, job.assignment)
     target.mkdir(parents=True)
-    for name in job["files"]:
+    for name in job.files:
         (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(Path(job["folder"]) / name, target / name)
-    return root
+        shutil.copy(Path(job.folder) / name, target / name)
+    return course
 
 
 def runtime_dir(scratch: Path) -> Path:
@@ -70,19 +101,19 @@ c.HistoryManager.enabled = False
 """
 
 
-def prepare_kernel_env(settings: dict, scratch: Path) -> tuple[Path, Path]:
+def prepare_kernel_env(settings: WorkerSettings, scratch: Path) -> tuple[Path, Path]:
     """Set this process's environment to the kernel's (kernels inherit it); make its folders."""
     home, records, runtime = scratch / "home", scratch / "records", runtime_dir(scratch)
     (home / "tmp").mkdir(parents=True)
     records.mkdir()
-    mpl = Path(settings["mpl_cache"])
+    mpl = Path(settings.mpl_cache)
     if mpl.is_dir():
         shutil.copytree(mpl, home / ".config" / "matplotlib")
     profile = home / ".ipython" / "profile_default"
     profile.mkdir(parents=True)
     (profile / "ipython_kernel_config.py").write_text(KERNEL_CONFIG)
-    env = kernel_env(home, records, settings["threads"], {
-        "JUPYTER_PATH": settings["jupyter_path"],
+    env = kernel_env(home, records, settings.threads, {
+        "JUPYTER_PATH": settings.jupyter_path,
         "JUPYTER_RUNTIME_DIR": str(runtime),
         "JUPYTER_CONFIG_DIR": str(scratch / "jupyter-config"),
         "JUPYTER_DATA_DIR": str(scratch / "jupyter-data"),
@@ -92,7 +123,7 @@ def prepare_kernel_env(settings: dict, scratch: Path) -> tuple[Path, Path]:
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None  # tempfile caches TMPDIR: make it read this job's
-    ids = sandbox_user(SandboxConfig.from_json(settings["sandbox"]))
+    ids = sandbox_user(settings.sandbox)
     if ids is not None:
         for path in [home, *home.rglob("*"), records, runtime]:
             os.chown(path, *ids)
@@ -102,24 +133,25 @@ def prepare_kernel_env(settings: dict, scratch: Path) -> tuple[Path, Path]:
 # ---------------------------------------------------------------- one job
 
 
-def grade(job: dict, settings: dict) -> Result:
+def grade(job: GradeJob, settings: WorkerSettings) -> Graded:
     """Grade one submission; never raises (a failure becomes an error result)."""
     started = time.monotonic()
-    result = Result(job["student"], job["assignment"], content_hash=job["content_hash"],
-                    notes=list(job.get("notes", [])))
-    scratch = Path(settings["scratch"]) / f"{safe_name(job['student'])}-{uuid.uuid4().hex[:8]}"
+    result = Result(job.student, job.assignment, content_hash=job.content_hash,
+                    notes=list(job.notes))
+    name = f"{safe_name(job.student)}-{uuid.uuid4().hex[:8]}"
+    scratch, outbox = Path(settings.scratch) / name, Path(settings.outbox) / name
     scratch.mkdir(parents=True)
     try:
-        grade_in(scratch, job, settings, result)
+        grade_in(scratch, outbox, job, settings, result)
     except Exception as error:  # noqa: BLE001 - the batch must go on
         traceback.print_exc()
-        result.status, result.retry = ERROR, True
-        result.reason = f"the grader failed: {type(error).__name__}: {error}"
+        result.failures.append(f"the grader failed: {type(error).__name__}: {error}")
+        settle(result)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    scrub(result, str(Path(settings["scratch"]).parent))
+    scrub(result, str(Path(settings.scratch).parent))
     result.elapsed_s = round(time.monotonic() - started, 2)
-    return result
+    return Graded(result, str(outbox) if outbox.is_dir() else "")
 
 
 def scrub(result: Result, scratch: str) -> None:
@@ -153,33 +185,32 @@ def cpu_seconds() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def grade_in(scratch: Path, job: dict, settings: dict, result: Result) -> None:
+def grade_in(scratch: Path, outbox: Path, job: GradeJob, settings: WorkerSettings,
+             result: Result) -> None:
     """Autograde, read back, verify, correct, write feedback: everything for one job."""
-    student, assignment = job["student"], job["assignment"]
     phase = Phases()
+    options = settings.grading
     try:
         with phase("prepare"):
-            root = prepare_course(job, scratch)
+            course = prepare_course(job, scratch)
             records, runtime = prepare_kernel_env(settings, scratch)
-            options = nbgrader_runs.GradingOptions(timeout=settings["timeout"],
-                                                   kernel_name=settings["kernel"],
-                                                   max_output_chars=settings["max_output_chars"])
-            source = root / "solutions" / assignment
+            source = course.source(job.assignment)
         with phase("autograde"):
-            run = nbgrader_runs.run_autograde(root, assignment, student, options, source)
+            run = nbgrader_runs.run_autograde(course.root, job.assignment, job.student, options,
+                                              source)
         if runtime.parent != scratch:
             shutil.rmtree(runtime, ignore_errors=True)
         with phase("verify"):
-            grades = read_back(result, run, root)
+            grades = read_back(result, run, course.root)
             if grades is None:
                 return
-            examine(result, run, records, settings["timeout"])
+            examine(result, run, records, options.timeout)
             conclude(result, run)
         if run.ok:
             with phase("feedback"):
                 write_feedback(result, run, grades, options, source)
         with phase("publish"):
-            publish(result, run, Path(settings["out"]))
+            publish(result, run, outbox)
     finally:
         result.timings = phase.seconds
 
@@ -192,9 +223,9 @@ def read_back(result: Result, run: nbgrader_runs.NbgraderRun, root: Path
     except Exception as error:  # noqa: BLE001 - nbgrader stopped before saving a submission
         if run.ok:
             raise
-        result.status, result.retry = ERROR, True  # most often the grader's own failure
+        # most often the grader's own failure: graded again on the next run
         result.failures.append(f"nbgrader could not grade this notebook: {run.log or error}")
-        result.reason = result.failures[-1]
+        settle(result)
         return None
     result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
     result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
@@ -230,7 +261,7 @@ def examine(result: Result, run: nbgrader_runs.NbgraderRun, records: Path, timeo
 
 
 def write_feedback(result: Result, run: nbgrader_runs.NbgraderRun, grades: nbgrader_runs.GradebookGrades,
-                   options: nbgrader_runs.GradingOptions, source: Path) -> None:
+                   options: GradingOptions, source: Path) -> None:
     """Save corrected points as nbgrader manual scores, then nbgrader generate_feedback."""
     by_exercise = {exercise_name(g): g for g in grades.points}
     corrected = {by_exercise[e]: p for e, p in result.points.items()
@@ -244,41 +275,23 @@ def write_feedback(result: Result, run: nbgrader_runs.NbgraderRun, grades: nbgra
 
 
 def conclude(result: Result, run: nbgrader_runs.NbgraderRun) -> None:
-    """Status and short reason from everything gathered."""
-    died = [n for n in result.notes if "kernel died" in n or "kernel ignored" in n
-            or "not run" in n or "stopped answering" in n]
-    if not run.ok:
-        result.failures.insert(0, f"nbgrader could not grade this notebook: {run.log}")
-    if result.failures:  # the grader's failure, never the learner's zero: graded again
-        result.status, result.retry = ERROR, True
-    elif died:
-        result.status = ERROR
-    if result.flags:
-        result.status = FLAGGED
-    reasons = result.flags + result.failures + [n for n in result.notes if n not in result.flags]
-    result.reason = "; ".join(dict.fromkeys(reasons))
+    """Status and reason from everything gathered (nbgrader's own failure first)."""
+    failure = f"nbgrader could not grade this notebook: {run.log}"
+    if not run.ok and failure not in result.failures:
+        result.failures.insert(0, failure)
+    settle(result)
 
 
-def publish(result: Result, run: nbgrader_runs.NbgraderRun, out: Path) -> None:
-    """Copy the feedback (with the grader's note) and the graded notebook into OUT."""
+def publish(result: Result, run: nbgrader_runs.NbgraderRun, outbox: Path) -> None:
+    """Leave the feedback (with the grader's note) and the graded notebook in ``outbox``
+    (``feedback/``, ``autograded/``) for the host to move into OUT."""
     student, assignment = result.student_id, result.assignment
-    feedback_dir = out / "feedback" / student / assignment
-    graded_dir = out / "autograded" / student / assignment
-    for folder in (feedback_dir, graded_dir):
-        if folder.exists():
-            shutil.rmtree(folder)
-    note = report.note_html(result)
+    note = note_html(result)
+    outbox.mkdir(parents=True, exist_ok=True)
     for page in sorted(run.feedback(student, assignment).glob("*.html")):
-        text = report.add_note(page.read_text(encoding="utf-8"), note)
-        report.atomic_write(feedback_dir / page.name, text)
-        result.feedback.append(str((feedback_dir / page.name).relative_to(out)))
+        text = add_note(page.read_text(encoding="utf-8"), note)
+        (outbox / "feedback").mkdir(parents=True, exist_ok=True)
+        (outbox / "feedback" / page.name).write_text(text, encoding="utf-8")
     for notebook in sorted(run.autograded(student, assignment).glob("*.ipynb")):
-        graded_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copy(notebook, graded_dir / notebook.name)
-
-
-def build_template(job: dict) -> dict:
-    dest = Path(job["dest"])
-    dest.mkdir(parents=True, exist_ok=True)
-    path = nbgrader_runs.build_template(job["assignment"], Path(job["source"]), dest, job.get("duedate"))
-    return {"template": str(path)}
+        (outbox / "autograded").mkdir(parents=True, exist_ok=True)
+        shutil.copy(notebook, outbox / "autograded" / notebook.name)

@@ -5,7 +5,7 @@ it (a platform where bubblewrap cannot run, or ``--no-file-sandbox``) learner co
 the grader's rights and could rewrite a hidden check for every later student. So the run
 takes a snapshot of those files when it starts (sources, the bytecode Python would load,
 the course data), and after every notebook compares them byte for byte: a change is put
-back at once, and the submission that made it is flagged (:mod:`grader.autograde.pool`).
+back at once, and the submission that made it is flagged (:mod:`grader.autograde.host.pool`).
 """
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ import compileall
 import os
 from pathlib import Path
 
+from grader.paths import data_dirs, grading_packages
+
 
 def grading_folders() -> list[Path]:
     """What kernels must not change: the grader, the course helpers and the course data."""
-    from grader.autograde.fingerprint import grading_packages
-
-    packages = grading_packages()
-    return [*packages, packages[1].parent / "data"]
+    return [*grading_packages(), *data_dirs()[:1]]
 
 
 class Guard:

@@ -15,21 +15,14 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from grader.paths import PACKAGE_DIR
+from grader.paths import grading_packages
 
 if TYPE_CHECKING:
-    from grader.autograde.options import Options
-    from grader.autograde.submissions import Assignment, Submission
+    from grader.autograde.host.options import Options
+    from grader.autograde.host.submissions import Assignment, Submission
 
 #: Installed packages whose version is part of the fingerprint.
 VERSIONED = ("torch", "numpy", "nbgrader")
-
-
-def grading_packages() -> list[Path]:
-    """The folders of the code that grades: the grader and the course helpers."""
-    import course
-
-    return [PACKAGE_DIR, Path(course.__file__).resolve().parent]
 
 
 def file_digest(path: Path) -> str:

@@ -1,15 +1,15 @@
-"""The pool of grading workers, seen from the grader: pipes, threads, the queue.
+"""The pool of grading workers, seen from the host: pipes, threads, the queue.
 
-The workers are one process (:mod:`grader.autograde.worker`) that imports nbgrader and
-torch once and forks one worker per job slot. Each slot has a pipe for jobs and one for
-answers, one JSON line each way. Here a thread per slot drives its worker through the
+The workers are one process (:mod:`grader.autograde.worker.serve`) that imports the
+grading handler (nbgrader and torch) once and forks one worker per job slot. Each slot
+has a pipe for jobs and one for answers, one message per line each way
+(:mod:`grader.autograde.messages`). Here a thread per slot drives its worker through the
 queue; a worker that dies or overruns is killed, its submission gets an error row to
 retry, and a fresh worker takes the slot.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import select
 import shutil
@@ -18,26 +18,38 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.autograde.guard import Guard
-from grader.autograde.options import Options
-from grader.autograde.report import ERROR, FLAGGED, Result
-from grader.autograde.sandbox import PASSTHROUGH_ENV
-from grader.autograde.submissions import Assignment, Submission
+from grader.autograde.host.guard import Guard
+from grader.autograde.host.options import Options
+from grader.autograde.host.submissions import Assignment, Submission
+from grader.autograde.messages import (
+    Failed,
+    Graded,
+    GradeJob,
+    Message,
+    Ready,
+    TemplateBuilt,
+    TemplateJob,
+    WorkerSettings,
+)
+from grader.autograde.results import Result, grader_failure, settle
+from grader.autograde.sandbox.config import PASSTHROUGH_ENV
 from grader.paths import import_roots
 
 WORKER_START_S = 300
 
 
-def worker_command(slots: str) -> list[str]:
-    """``python -I -m grader.autograde.worker SLOTS``, importing this process's grader and
-    course, and keeping out a slow import nbformat never needs (grader.autograde.submissions)."""
+def worker_command(slots: str, handler: str) -> list[str]:
+    """The worker process (:func:`grader.autograde.worker.serve.main`), importing this
+    process's grader and course, and keeping out a slow import nbformat never needs
+    (see grader.autograde.host.submissions)."""
     code = (f"import sys; sys.path[:0] = {import_roots()!r}; "
             "sys.modules.setdefault('rfc3987_syntax', None); "
-            "from grader.autograde.worker import main; sys.exit(main(sys.argv[1:]))")
-    return [sys.executable, "-I", "-c", code, slots]
+            "from grader.autograde.worker.serve import main; sys.exit(main(sys.argv[1:]))")
+    return [sys.executable, "-I", "-c", code, slots, handler]
 
 
 class WorkerFailed(Exception):
@@ -54,19 +66,22 @@ class Worker:
         self.pid = 0
         self.buffer = b""
 
-    def start(self, settings: dict) -> Worker:
+    def start(self, settings: WorkerSettings) -> Worker:
         """Wait until the worker has imported nbgrader and torch, then send the settings."""
-        self.pid = self._read(WORKER_START_S, "starting the grading worker")["pid"]
+        ready = self._read(WORKER_START_S, "starting the grading worker")
+        if not isinstance(ready, Ready):
+            raise WorkerFailed(f"the grading worker said {type(ready).__name__} instead of Ready")
+        self.pid = ready.pid
         self._send(settings)
         return self
 
-    def _send(self, payload: dict) -> None:
+    def _send(self, message: Message) -> None:
         try:
-            os.write(self.jobs, (json.dumps(payload) + "\n").encode())
+            os.write(self.jobs, (message.to_json() + "\n").encode())
         except OSError:
             raise WorkerFailed(f"the grading worker died; see {self.where()}") from None
 
-    def _read(self, timeout: float, what: str) -> dict:
+    def _read(self, timeout: float, what: str) -> Message:
         deadline = time.monotonic() + timeout
         while b"\n" not in self.buffer:
             remaining = deadline - time.monotonic()
@@ -79,13 +94,13 @@ class Worker:
                     raise WorkerFailed(f"the grading worker died; see {self.where()}")
                 self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
-        return json.loads(line)
+        return Message.from_json(line.decode())
 
     def where(self) -> str:
         """The log, as a path relative to OUT (reasons must not depend on where OUT is)."""
         return f"{self.log.parent.name}/{self.log.name}"
 
-    def call(self, job: dict, timeout: float) -> dict:
+    def call(self, job: GradeJob | TemplateJob, timeout: float) -> Message:
         self._send(job)
         return self._read(timeout, "grading this submission")
 
@@ -108,7 +123,8 @@ class Worker:
         self.jobs = self.answers = -1
 
 
-def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list[Worker]:
+def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path,
+                  handler: str) -> list[Worker]:
     """Start ``count`` workers as one process that imports once and forks the others.
 
     Each worker gets a pipe for jobs and one for answers. Call
@@ -119,7 +135,7 @@ def spawn_workers(count: int, env: dict[str, str], cwd: Path, log: Path) -> list
     theirs = [(jobs[0], answers[1]) for jobs, answers in pipes]
     with open(log, "ab") as log_file:
         process = subprocess.Popen(
-            worker_command(";".join(f"{r},{w}" for r, w in theirs)),
+            worker_command(";".join(f"{r},{w}" for r, w in theirs), handler),
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env, cwd=cwd,
             start_new_session=True, pass_fds=[fd for pair in theirs for fd in pair])
     for pair in theirs:
@@ -146,22 +162,20 @@ def worker_env(work: Path) -> dict[str, str]:
     return env
 
 
-def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str) -> dict:
-    return {"type": "grade", "student": sub.student, "assignment": sub.assignment,
-            "folder": str(sub.folder), "files": sub.files, "notes": sub.notes,
-            "source": str(assignment.source), "template": str(template),
-            "content_hash": digest}
+def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str) -> GradeJob:
+    return GradeJob(sub.student, sub.assignment, str(sub.folder), tuple(sub.files),
+                    tuple(sub.notes), str(assignment.source), str(template), digest)
 
 
 class Pool:
     """The worker threads' shared state: the queue, the start signal, the results."""
 
-    def __init__(self, settings: dict, env: dict[str, str], work: Path, out: Path,
-                 options: Options, record: Callable[[Result], None],
+    def __init__(self, settings: WorkerSettings | None, env: dict[str, str], work: Path, logs: Path,
+                 options: Options, record: Callable[[Result, str], None],
                  digests: dict[tuple[str, str], str]):
-        self.settings, self.env, self.workdir, self.out = settings, env, work, out
+        self.settings, self.env, self.workdir, self.logs = settings, env, work, logs
         self.options, self.record, self.digests = options, record, digests
-        self.queue: list[Submission] = []
+        self.queue: deque[Submission] = deque()
         self.lock = threading.Lock()  # the queue and what is running
         self.ready = threading.Event()  # sandbox checked, templates built: grade
         self.templates_built = threading.Event()
@@ -187,13 +201,13 @@ class Pool:
                 if self.serial and index != 0:
                     return None
                 if self.queue and not (self.serial and self.running):
-                    self.running[index] = sub = self.queue.pop(0)
+                    self.running[index] = sub = self.queue.popleft()
                     return sub
                 if not self.running:
                     return None
                 self.turn.wait()
 
-    def finish(self, index: int, result: Result) -> Result | None:
+    def finish(self, index: int, result: Result, outbox: str = "") -> Result | None:
         """Record worker ``index``'s result, unless the grader's files changed while it ran:
         then put them back, and either flag the one submission that can have done it or
         grade the candidates again one at a time."""
@@ -209,21 +223,20 @@ class Pool:
                 self.suspects |= {s.key for s in self.running.values()} if changed else set()
                 self.suspects.discard(sub.key)
                 self.serial = True
-                self.queue.insert(0, sub)
+                self.queue.appendleft(sub)
                 result = None
             self.turn.notify_all()
         if result is not None:
-            self.record(result)
+            self.record(result, outbox)
         return result
 
     def error(self, sub: Submission, reason: str) -> Result:
-        return Result(sub.student, sub.assignment, status=ERROR, retry=True, reason=reason,
-                      content_hash=self.digests[sub.key])
+        return grader_failure(sub.student, sub.assignment, self.digests[sub.key], reason)
 
     def start_worker(self, index: int) -> Worker:
         """A replacement for a worker that died: a process of its own."""
-        (worker,) = spawn_workers(1, self.env, self.workdir,
-                                  self.out / "logs" / f"worker-{index}.log")
+        (worker,) = spawn_workers(1, self.env, self.workdir, self.logs / f"worker-{index}.log",
+                                  self.options.handler)
         self.spawned.append(worker)
         return worker.start(self.settings)
 
@@ -260,12 +273,16 @@ class Pool:
             self.finish(index, self.error(sub, f"could not prepare {sub.assignment} for grading: "
                                                f"{self.unprepared[sub.assignment]}"))
             return worker
+        outbox = ""
         try:
             worker = worker or self.start_worker(index)
             answer = worker.call(job_for(sub, assignment, template, self.digests[sub.key]),
                                  self.options.whole_notebook_s())
-            result = Result(**answer["result"]) if "result" in answer else \
-                self.error(sub, f"the grader failed: {answer.get('error')}")
+            if isinstance(answer, Graded):
+                result, outbox = answer.result, answer.outbox
+            else:
+                said = answer.error if isinstance(answer, Failed) else type(answer).__name__
+                result = self.error(sub, f"the grader failed: {said}")
         except WorkerFailed as failure:
             if worker is not None:
                 worker.kill()
@@ -275,7 +292,7 @@ class Pool:
         if not result.torch and not result.retry:  # no check ran: the kernel's torch all the same
             result.torch = self.fallback.get("torch", "")
             result.device = self.fallback.get("device", "")
-        self.finish(index, result)
+        self.finish(index, result, outbox)
         return worker
 
 
@@ -285,8 +302,8 @@ def tamper(result: Result, changed: list[str]) -> None:
                         + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
                         + " (put back before any other notebook ran)")
     result.points = {name: 0.0 for name in result.points}
-    result.score, result.status, result.retry = 0.0, FLAGGED, False
-    result.reason = "; ".join([result.flags[-1], *([result.reason] if result.reason else [])])
+    result.score = 0.0
+    settle(result)
 
 
 def build_templates(worker: Worker, templates: dict[str, Path],
@@ -296,14 +313,13 @@ def build_templates(worker: Worker, templates: dict[str, Path],
     for name, path in templates.items():
         if path.exists():
             continue
-        answer = worker.call({"type": "template", "assignment": name,
-                              "source": str(assignments[name].source),
-                              "dest": str(path.parent / "build"),
-                              "duedate": options.deadline(name)}, WORKER_START_S)
-        if "template" not in answer:
-            failed[name] = str(answer.get("error"))
+        answer = worker.call(TemplateJob(name, str(assignments[name].source),
+                                         str(path.parent / "build"), options.deadline(name)),
+                             WORKER_START_S)
+        if not isinstance(answer, TemplateBuilt):
+            failed[name] = answer.error if isinstance(answer, Failed) else type(answer).__name__
             continue
-        os.replace(answer["template"], path)
+        os.replace(answer.path, path)
         shutil.rmtree(path.parent / "build", ignore_errors=True)
     return failed
 

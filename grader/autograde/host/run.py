@@ -2,20 +2,20 @@
 
 How a run goes (docs/grading.md has the instructor's version):
 
-1. Find the submissions (:mod:`grader.autograde.submissions`); anything that cannot be
-   graded (missing, empty, misnamed, invalid JSON) becomes an error row at once.
+1. Find the submissions (:mod:`grader.autograde.host.submissions`); anything that cannot
+   be graded (missing, empty, misnamed, invalid JSON) becomes an error row at once.
 2. Take this run's shard (``--shard K/N``) and skip what an earlier run in the same OUT
-   already graded from identical content and code (:mod:`grader.autograde.fingerprint`;
+   already graded from identical content and code (:mod:`grader.autograde.host.fingerprint`;
    ``--force`` regrades).
-3. Check the sandbox (:mod:`grader.autograde.sandbox`): torch must import under the limits.
-4. Start ``--jobs`` workers (:mod:`grader.autograde.pool`, :mod:`grader.autograde.worker`);
-   each grades one submission at a time (:mod:`grader.autograde.job`). Each result is
-   saved atomically as it completes, and ``grades.csv`` is rewritten after every result.
+3. Check the sandbox (:mod:`grader.autograde.host.sandbox`): torch must import under the
+   limits.
+4. Start ``--jobs`` workers (:mod:`grader.autograde.host.pool`); each grades one
+   submission at a time (:mod:`grader.autograde.worker.job`). Every result goes into OUT
+   as it completes, by this process alone (:mod:`grader.autograde.host.out`).
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import tempfile
@@ -24,15 +24,13 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from grader.autograde import report
-from grader.autograde.cache import cached_probe, sandbox_cache, template_paths
-from grader.autograde.fingerprint import assignment_context, content_hash, grading_code_digest
-from grader.autograde.guard import Guard, grading_folders
-from grader.autograde.options import Options, Summary, available_cpus
-from grader.autograde.pool import Pool, spawn_workers, stop_workers, worker_env
-from grader.autograde.report import ERROR, FLAGGED, OK, Result
-from grader.autograde.sandbox import KERNEL_NAME, kernel_env, write_kernelspec
-from grader.autograde.submissions import (
+from grader.autograde.host.cache import cached_probe, sandbox_cache, template_paths
+from grader.autograde.host.fingerprint import assignment_context, content_hash, grading_code_digest
+from grader.autograde.host.guard import Guard, grading_folders
+from grader.autograde.host.options import Options, Summary, available_cpus
+from grader.autograde.host.out import Out
+from grader.autograde.host.pool import Pool, spawn_workers, stop_workers, worker_env
+from grader.autograde.host.submissions import (
     Assignment,
     Submission,
     course_assignments,
@@ -40,26 +38,27 @@ from grader.autograde.submissions import (
     extract_zip,
     shard,
 )
+from grader.autograde.messages import WorkerSettings
+from grader.autograde.results import ERROR, FLAGGED, OK, Result, load_results, settle
+from grader.autograde.sandbox.config import kernel_env, write_kernelspec
 from grader.errors import SubmissionsError
 
 
 class Run:
-    """State of one autograde run: results so far, progress, the CSV."""
+    """One autograde run as it goes: the results, OUT, the counts, the progress bar."""
 
-    def __init__(self, out: Path, options: Options, keys: list[tuple[str, str]],
-                 exercises: list[str], results: dict[tuple[str, str], Result]):
-        self.out, self.options, self.keys, self.exercises = out, options, keys, exercises
-        self.results = results
+    def __init__(self, out: Out, keys: list[tuple[str, str]], kept: dict[tuple[str, str], Result]):
+        self.out, self.keys, self.results = out, keys, dict(kept)
         self.lock = threading.Lock()
-        self.summary = Summary(out=str(out))
+        self.summary = Summary(out=str(out.root), skipped=len(kept))
         self.bar = None
+        out.start([kept[k] for k in keys if k in kept])
 
-    def record(self, result: Result) -> None:
-        """Save one result atomically, rewrite grades.csv, advance the progress bar."""
+    def record(self, result: Result, outbox: str = "") -> None:
+        """Keep one finished result in OUT; advance the counts and the progress bar."""
         with self.lock:
-            report.save_result(self.out, result)
+            self.out.record(result, outbox)
             self.results[result.key] = result
-            self.write_csv()
             self.summary.graded += 1
             self.summary.counts[result.status] += 1
             if self.bar is not None:
@@ -68,15 +67,16 @@ class Run:
                                      errors=self.summary.counts[ERROR],
                                      flagged=self.summary.counts[FLAGGED], refresh=False)
 
-    def write_csv(self) -> None:
-        mine = [self.results[k] for k in self.keys if k in self.results]
-        report.write_grades(self.out, mine, self.exercises)
+    def finish(self) -> None:
+        self.out.finish([self.results[k] for k in self.keys if k in self.results])
+        if self.bar is not None:
+            self.bar.close()
 
 
 def problem_result(sub: Submission, digest: str) -> Result:
     """The error row of a submission that cannot be graded."""
-    return Result(sub.student, sub.assignment, status=ERROR, reason=sub.problem,
-                  notes=[sub.problem, *sub.notes], content_hash=digest)
+    return settle(Result(sub.student, sub.assignment, notes=list(sub.notes), content_hash=digest),
+                  problem=sub.problem)
 
 
 def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> list[str]:
@@ -88,18 +88,13 @@ def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> lis
     return columns
 
 
-def write_manifest(out: Path, options: Options, subs: list[Submission],
-                   assignments: dict[str, Assignment], sandbox: dict) -> None:
-    names = {s.assignment for s in subs}
-    manifest = {
-        "shard": list(options.shard),
-        "keys": [list(s.key) for s in subs],
-        "exercises": exercise_columns(assignments, names),
-        "options": {k: v for k, v in asdict(options).items()
-                    if k not in ("solutions", "progress", "cache")},
-        "sandbox": sandbox,
-    }
-    report.atomic_write(out / "manifest.json", json.dumps(manifest, indent=1, default=str))
+def manifest(options: Options, subs: list[Submission], exercises: list[str], sandbox: dict) -> dict:
+    """What ``merge`` and ``gradebook`` need to know of the run."""
+    return {"shard": list(options.shard), "keys": [list(s.key) for s in subs],
+            "exercises": exercises,
+            "options": {k: v for k, v in asdict(options).items()
+                        if k not in ("solutions", "progress", "cache", "handler")},
+            "sandbox": sandbox}
 
 
 def autograde(submissions: Path, out: Path, options: Options | None = None) -> Summary:
@@ -125,18 +120,18 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
         contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
         damaged: list[Path] = []
-        existing = report.load_results(out, damaged)
+        existing = load_results(out, damaged)
         todo = [s for s in mine if options.force or s.key not in existing
                 or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
         todo_keys = {s.key for s in todo}
         kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
-        run = Run(out, options, [s.key for s in mine],
-                  exercise_columns(assignments, {s.assignment for s in subs}), kept)
-        run.summary.skipped = len(kept)
+        exercises = exercise_columns(assignments, {s.assignment for s in subs})
+        folder = Out(out, exercises)
+        run = Run(folder, [s.key for s in mine], kept)
         run.summary.damaged = len(damaged)
         gradable = [s for s in todo if not s.problem]
         sandbox: dict = {}
-        write_manifest(out, options, subs, assignments, sandbox)
+        folder.write_manifest(manifest(options, subs, exercises, sandbox))
         if options.progress and todo:
             from tqdm import tqdm
 
@@ -147,10 +142,8 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
                 run.record(problem_result(sub, digests[sub.key]))
         if gradable:
             sandbox = grade_all(gradable, assignments, digests, options, out, work, run)
-            write_manifest(out, options, subs, assignments, sandbox)
-        run.write_csv()
-        if run.bar is not None:
-            run.bar.close()
+            folder.write_manifest(manifest(options, subs, exercises, sandbox))
+        run.finish()
         run.summary.sandbox = sandbox
         run.summary.elapsed_s = time.monotonic() - started
         return run.summary
@@ -172,24 +165,24 @@ def grade_all(gradable: list[Submission], assignments: dict[str, Assignment],
     jobs = max(1, min(options.jobs, len(gradable)))
     threads = max(1, available_cpus() // jobs)
     checked = sandbox_cache(config, options, out)
-    probe_home = checked / "home"
-    settings = {"scratch": str(work / "jobs"),
-                "jupyter_path": str(write_kernelspec(work / "jupyter", config)),
-                "sandbox": config.to_json(), "threads": threads, "timeout": options.timeout,
-                "kernel": KERNEL_NAME, "max_output_chars": options.max_output_chars,
-                "out": str(out), "mpl_cache": str(probe_home / ".config" / "matplotlib")}
+    settings = WorkerSettings(
+        scratch=str(work / "jobs"), outbox=str(work / "outbox"),
+        jupyter_path=str(write_kernelspec(work / "jupyter", config)), sandbox=config,
+        grading=options.grading(), threads=threads,
+        mpl_cache=str(checked / "home" / ".config" / "matplotlib"))
     templates = template_paths(gradable, assignments, options, options.cache_dir(out))
-    pool = Pool(settings, worker_env(work), work, out, options, run.record, digests)
+    logs = out / "logs"
+    pool = Pool(settings, worker_env(work), work, logs, options, run.record, digests)
     if not config.bwrap:  # kernels can write the grader's files: check them after each one
         pool.guard = Guard(grading_folders())
-    workers = spawn_workers(jobs, pool.env, work, out / "logs" / "workers.log")
+    workers = spawn_workers(jobs, pool.env, work, logs / "workers.log", options.handler)
     pool.spawned.extend(workers)
     threads_ = [threading.Thread(target=pool.work, args=(i, workers[i], templates, assignments),
                                  daemon=True) for i in range(jobs)]
     for thread in threads_:
         thread.start()
     try:
-        found = cached_probe(config, kernel_env(probe_home, checked / "records", threads),
+        found = cached_probe(config, kernel_env(checked / "home", checked / "records", threads),
                              checked, refresh=options.force)
         pool.fallback = {"torch": found.get("torch", ""),
                          "device": "cuda" if found.get("cuda") else "cpu"}

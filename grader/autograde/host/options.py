@@ -8,14 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.autograde.report import ERROR, FLAGGED, OK
-from grader.autograde.sandbox import (
-    Limits,
-    SandboxConfig,
-    readable_paths,
-    resolve_files,
-    resolve_user,
-)
+from grader.autograde.host.sandbox import readable_paths, resolve_files, resolve_user
+from grader.autograde.messages import NBGRADER_HANDLER, GradingOptions
+from grader.autograde.results import ERROR, FLAGGED, OK
+from grader.autograde.sandbox.config import KERNEL_NAME, Limits, SandboxConfig
 from grader.paths import solutions_dir
 
 
@@ -28,7 +24,11 @@ def available_cpus() -> int:
 
 @dataclass
 class Options:
-    """Settings of one ``autograde`` run (the command line's options)."""
+    """Settings of one ``autograde`` run (the command line's options).
+
+    The host reads them where it decides; what a worker needs crosses the pipe as the typed
+    parts :meth:`grading` and :meth:`sandbox` (:mod:`grader.autograde.messages`).
+    """
 
     jobs: int = field(default_factory=available_cpus)
     timeout: int = 60  # seconds per cell
@@ -43,11 +43,12 @@ class Options:
     processes: int = 2048
     sandbox_user: str | None = "nobody"
     isolate_network: bool = True
-    isolate_files: bool = True  # bubblewrap, where it runs (grader.autograde.sandbox)
+    isolate_files: bool = True  # bubblewrap, where it runs (grader.autograde.host.sandbox)
     max_output_chars: int = 1_000_000
     progress: bool = True
     solutions: Path | None = None  # default: the course's solutions/ (grader.paths)
     cache: Path | None = None  # template gradebooks and the sandbox check; default OUT/.cache
+    handler: str = NBGRADER_HANDLER  # what the workers grade with (module:attribute)
 
     def source(self) -> Path:
         """The instructor notebooks the hidden tests are restored from."""
@@ -74,6 +75,11 @@ class Options:
         config, user = resolve_user(config)
         config, files = resolve_files(config)
         return config, {"user": user, "files": files}
+
+    def grading(self) -> GradingOptions:
+        """How nbgrader runs each notebook, as the workers get it."""
+        return GradingOptions(timeout=self.timeout, kernel_name=KERNEL_NAME,
+                              max_output_chars=self.max_output_chars)
 
     def deadline(self, assignment: str) -> str | None:
         return self.deadlines.get(assignment) or self.deadlines.get("*")

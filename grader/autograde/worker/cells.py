@@ -1,6 +1,6 @@
 """Reading a graded notebook: what happened in its cells, and learner code worth a look.
 
-The preprocessors (:mod:`grader.autograde.preprocessors`) leave marks and error outputs in
+The preprocessors (:mod:`grader.autograde.worker.preprocessors`) leave marks and error outputs in
 the cells; :func:`describe_cells` turns them into the grader's notes and errors, and scans
 the learner's own code for things that have no business in an exercise.
 """
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import nbformat
 
-from grader.autograde import preprocessors as pre
+from grader.autograde.worker.preprocessors import marks as pre
 from grader.checks import EXERCISES
+from grader.paths import PACKAGE_DIR
 
 #: Patterns in a learner's own code cells that have no business in an exercise.
 SUSPICIOUS = {
@@ -36,7 +37,6 @@ ANSWER_FAILURES = {"AssertionError", "CheckFailure", "ForbiddenCall", "NotAttemp
                    "NotImplementedError", "KeyboardInterrupt"}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRAME = re.compile(r'File "?([^":,]+?\.py)"?(?:, line |:)\d+')
-PACKAGE_DIR = Path(__file__).resolve().parent.parent  # grader/
 
 #: Doors around the tripwires, in an exercise's solution cell: they find the reference by
 #: another name, or switch off what watches for it (grader.checks.tripwire).

@@ -3,7 +3,7 @@
 Every submission is graded by nbgrader's ``Autograde`` and ``GenerateFeedback``
 converters in a scratch course directory of its own (own ``gradebook.db``: SQLite has one
 writer), with the course's configuration plus the robust preprocessors of
-:mod:`grader.autograde.preprocessors`. Template gradebooks (``GenerateAssignment``, once
+:mod:`grader.autograde.worker.preprocessors`. Template gradebooks (``GenerateAssignment``, once
 per assignment) hold what the hidden tests are restored from.
 """
 
@@ -36,37 +36,23 @@ from nbgrader.preprocessors import (
     LimitOutput,
     OverwriteKernelspec,
 )
-from traitlets.config import Config, PyFileConfigLoader
+from traitlets.config import Config
 
-from grader.autograde.preprocessors import (
-    MarkDuplicates,
-    ResilientExecute,
-    RestoreCells,
-    SaveAutoGradesIgnoringStderr,
-)
-from grader.paths import NBGRADER_CONFIG
-
-COURSE_ID = "transformer-course"
+from grader.autograde.messages import GradingOptions
+from grader.autograde.worker.preprocessors.mark_duplicates import MarkDuplicates
+from grader.autograde.worker.preprocessors.resilient_execute import ResilientExecute
+from grader.autograde.worker.preprocessors.restore_cells import RestoreCells
+from grader.autograde.worker.preprocessors.save_auto_grades import SaveAutoGradesIgnoringStderr
+from grader.errors import TemplateError
+from grader.paths import COURSE_ID, CourseLayout, nbgrader_config
 
 # ---------------------------------------------------------------- configuration
-
-
-@dataclass(frozen=True)
-class GradingOptions:
-    """How nbgrader runs a notebook (``Options.grading_key`` puts them in the fingerprint)."""
-
-    timeout: int = 60
-    kernel_name: str = "python3"
-    max_output_chars: int = 1_000_000
 
 
 def course_config(root: Path, options: GradingOptions, source_notebook: Path | None = None
                   ) -> Config:
     """The course's nbgrader configuration plus the robust-grading overrides."""
-    config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
-    config.CourseDirectory.root = str(root)
-    config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    config.CourseDirectory.course_id = COURSE_ID
+    config = nbgrader_config(root)
     config.Execute.timeout = options.timeout
     config.Execute.kernel_name = options.kernel_name
     config.Execute.interrupt_on_timeout = True
@@ -96,7 +82,7 @@ class FeedbackPage(HTMLExporter):
     ``HTMLExporter`` renders the page, then parses all of it again with BeautifulSoup to give
     images alt text and the JupyterLab template's cells and widgets a tabindex. A feedback
     page uses nbgrader's classic template, and graded kernels draw no figures and no progress
-    bars (:data:`grader.autograde.job.KERNEL_CONFIG`), so that pass changes nothing, yet it
+    bars (:data:`grader.autograde.worker.job.KERNEL_CONFIG`), so that pass changes nothing, yet it
     costs 60% of the page's CPU (0.25 s of a 10.6 page, measured with cProfile). A page with
     an image or such a tag gets the whole of nbconvert's export;
     ``tests/test_autograde.py`` checks that both ways give the same page.
@@ -177,24 +163,25 @@ def build_template(assignment: str, source: Path, dest: Path, duedate: str | Non
     Copied into every scratch course, it is what OverwriteCells restores hidden tests
     from. ``duedate`` (ISO, naive = UTC) lets nbgrader compute lateness from timestamp.txt.
     """
-    root = dest / "course"
-    if root.exists():
-        shutil.rmtree(root)
-    shutil.copytree(source, root / "solutions" / assignment)
-    config = course_config(root, GradingOptions())
+    course = CourseLayout(dest / "course")
+    if course.root.exists():
+        shutil.rmtree(course.root)
+    shutil.copytree(source, course.source(assignment))
+    config = course_config(course.root, GradingOptions())
     with LogCapture() as log:
         try:
             GenerateAssignment(coursedir=coursedir(config, assignment), config=config,
                                force=True).start()
         except (NbGraderException, SystemExit) as error:
-            raise RuntimeError(f"nbgrader generate_assignment failed for {assignment}: "
-                               f"{log.errors() or error}") from None
-    with Gradebook(config.CourseDirectory.db_url, COURSE_ID) as gb:
+            raise TemplateError(f"nbgrader generate_assignment failed for {assignment}: "
+                                f"{log.errors() or error}; `python -m grader generate {assignment}` "
+                                "shows nbgrader's whole log") from None
+    with Gradebook(course.db_url, COURSE_ID) as gb:
         gb.update_or_create_assignment(assignment, duedate=utils.parse_utc(duedate)
                                        if duedate else None)
-    template = dest / "gradebook.db"
-    shutil.copy(root / "gradebook.db", template)
-    shutil.rmtree(root)
+    template = dest / course.gradebook.name
+    shutil.copy(course.gradebook, template)
+    shutil.rmtree(course.root)
     return template
 
 
@@ -211,10 +198,10 @@ class NbgraderRun:
     feedback_ok: bool = False
 
     def autograded(self, student: str, assignment: str) -> Path:
-        return self.root / "autograded" / student / assignment
+        return CourseLayout(self.root).autograded(student, assignment)
 
     def feedback(self, student: str, assignment: str) -> Path:
-        return self.root / "feedback" / student / assignment
+        return CourseLayout(self.root).feedback(student, assignment)
 
 
 def run_autograde(root: Path, assignment: str, student: str, options: GradingOptions,
@@ -250,7 +237,7 @@ def run_feedback(run: NbgraderRun, assignment: str, student: str, options: Gradi
 
 def override_scores(root: Path, assignment: str, student: str, points: dict[str, float]) -> None:
     """Save corrected points (by grade id) as nbgrader manual scores, so feedback shows them."""
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
+    with Gradebook(CourseLayout(root).db_url, COURSE_ID) as gb:
         for notebook in gb.find_submission(assignment, student).notebooks:
             for grade in notebook.grades:
                 if grade.name in points:
@@ -272,7 +259,7 @@ def read_grades(root: Path, assignment: str, student: str) -> GradebookGrades:
     """Read one submission's grades back from its scratch gradebook."""
     points: dict[str, float | None] = {}
     max_points: dict[str, float] = {}
-    with Gradebook(f"sqlite:///{root / 'gradebook.db'}", COURSE_ID) as gb:
+    with Gradebook(CourseLayout(root).db_url, COURSE_ID) as gb:
         submission = gb.find_submission(assignment, student)
         for notebook in submission.notebooks:
             for grade in notebook.grades:

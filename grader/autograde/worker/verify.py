@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from grader.autograde.report import Result
+from grader.autograde.results import Result
 from grader.checks import EXERCISES
 from grader.checks.core import Case, CheckFailure, grading_device
 from grader.checks.integrity import RECORD_SUFFIX

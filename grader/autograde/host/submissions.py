@@ -25,7 +25,9 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 import nbformat  # noqa: E402
 
+from grader.autograde.results import exercise_name  # noqa: E402
 from grader.errors import SubmissionsError, UsageError  # noqa: E402
+from grader.paths import assignment_folders  # noqa: E402
 
 IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
@@ -43,11 +45,6 @@ class Assignment:
     exercises: tuple[tuple[str, float], ...]  # (exercise, points) in notebook order
 
 
-def exercise_name(grade_id: str) -> str:
-    """``check_softmax`` -> ``softmax``: the exercise a grade cell checks."""
-    return grade_id[len("check_"):] if grade_id.startswith("check_") else grade_id
-
-
 def read_assignment(folder: Path) -> Assignment:
     notebooks, exercises = [], []
     for path in sorted(folder.glob("*.ipynb")):
@@ -61,8 +58,7 @@ def read_assignment(folder: Path) -> Assignment:
 
 def course_assignments(solutions: Path) -> dict[str, Assignment]:
     """Every assignment in ``solutions/`` (folders holding a notebook), by name, in order."""
-    folders = sorted(p for p in solutions.iterdir() if p.is_dir() and any(p.glob("*.ipynb")))
-    return {folder.name: read_assignment(folder) for folder in folders}
+    return {folder.name: read_assignment(folder) for folder in assignment_folders(solutions)}
 
 
 @dataclass

@@ -1,16 +1,20 @@
-"""Results of a grading run: one JSON file per submission, grades.csv, feedback notes.
+"""A grading result, as the worker sends it, the host keeps it and every command reads it.
 
-Each graded submission leaves ``OUT/results/<student>/<assignment>.json`` (written
-atomically when it completes, so an interrupted run loses nothing already graded).
-``grades.csv`` is always rebuilt from those files, sorted by student and assignment, so
-the same results give the same bytes however they were produced (serial, parallel,
-sharded and merged).
+:class:`Result` is one student's outcome for one assignment; :func:`settle` is the one
+place its status (ok, error, flagged), retry and reason are decided. Each result lives in
+``OUT/results/<student>/<assignment>.json`` (written atomically by the host when it
+completes, so an interrupted run loses nothing already graded; :func:`load_results` reads
+them back). ``grades.csv`` rows come from :func:`csv_rows`, sorted by student and
+assignment in the finished file, so the same results give the same bytes however they
+were produced (serial, parallel, sharded and merged).
+
+Adding a field: give it a default; old result files load with it, and the JSON of a new
+one round-trips (``Result.from_json(r.to_json()) == r``).
 """
 
 from __future__ import annotations
 
 import csv
-import html
 import io
 import json
 import os
@@ -59,7 +63,11 @@ class Result:
 
     @classmethod
     def from_json(cls, text: str) -> Result:
-        return cls(**json.loads(text))
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Result:
+        return cls(**data)
 
     def sound(self) -> bool:
         """Whether the result adds up (a damaged or hand-edited file does not: regraded)."""
@@ -67,6 +75,48 @@ class Result:
                 and abs(self.score - sum(self.points.values())) < 1e-9
                 and abs(self.max_score - sum(self.max_points.values())) < 1e-9
                 and set(self.points) <= set(self.max_points))
+
+
+def exercise_name(grade_id: str) -> str:
+    """``check_softmax`` -> ``softmax``: the exercise a grade cell checks (a points column)."""
+    return grade_id[len("check_"):] if grade_id.startswith("check_") else grade_id
+
+
+# ---------------------------------------------------------------- status
+
+
+#: Notes that say the kernel did not run the whole notebook: the row is an error (the
+#: learner's, not retried), whatever the points.
+INCOMPLETE = ("kernel died", "kernel ignored", "not run", "stopped answering")
+
+
+def settle(result: Result, problem: str = "") -> Result:
+    """Decide ``result``'s status, retry and reason from what was gathered; the only place.
+
+    * ``failures`` (the grader's own: nbgrader or a hidden check crashed, a worker died):
+      ``error``, graded again on the next run (``retry``), never a learner's zero;
+    * ``problem`` (the submission cannot be graded: missing, empty, invalid) or a
+      notebook the kernel could not finish: ``error``, kept;
+    * ``flags`` (integrity): ``flagged``, whatever else;
+    * otherwise ``ok``.
+
+    The reason is the problem, else every flag, failure and note once, in that order.
+    """
+    if problem:
+        result.notes = [problem, *(n for n in result.notes if n != problem)]
+    incomplete = any(what in n for n in result.notes for what in INCOMPLETE)
+    result.retry = bool(result.failures)
+    result.status = ERROR if result.failures or problem or incomplete else OK
+    if result.flags:
+        result.status = FLAGGED
+    reasons = result.flags + result.failures + [n for n in result.notes if n not in result.flags]
+    result.reason = problem or "; ".join(dict.fromkeys(reasons))
+    return result
+
+
+def grader_failure(student: str, assignment: str, content_hash: str, failure: str) -> Result:
+    """The row of a submission the grader failed to grade (retried on the next run)."""
+    return settle(Result(student, assignment, failures=[failure], content_hash=content_hash))
 
 
 def short(text: str, limit: int = 300) -> str:
@@ -128,12 +178,13 @@ def load_results(out: Path, damaged: list[Path] | None = None) -> dict[tuple[str
 # ---------------------------------------------------------------- grades.csv
 
 
-def csv_text(results: list[Result], exercises: list[str]) -> str:
-    """grades.csv: one row per student and assignment, sorted; exercises in course order."""
+def csv_rows(results: list[Result], exercises: list[str], header: bool = False) -> str:
+    """Rows of grades.csv for ``results`` in the order given (the header first, if asked)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEAD + exercises + TAIL)
-    for r in sorted(results, key=lambda r: r.key):
+    if header:
+        writer.writerow(HEAD + exercises + TAIL)
+    for r in results:
         writer.writerow(
             [r.student_id, r.assignment, number(r.score), number(r.max_score)]
             + [number(r.points[e]) if e in r.points else "" for e in exercises]
@@ -142,42 +193,12 @@ def csv_text(results: list[Result], exercises: list[str]) -> str:
     return buffer.getvalue()
 
 
+def csv_text(results: list[Result], exercises: list[str]) -> str:
+    """grades.csv: one row per student and assignment, sorted; exercises in course order."""
+    return csv_rows(sorted(results, key=lambda r: r.key), exercises, header=True)
+
+
 def write_grades(out: Path, results: list[Result], exercises: list[str]) -> Path:
     path = out / "grades.csv"
     atomic_write(path, csv_text(results, exercises))
     return path
-
-
-# ---------------------------------------------------------------- feedback
-
-
-NOTE_STYLE = ("margin:1em 0;padding:.8em 1em;border:2px solid {color};border-radius:6px;"
-              "background:{background};font-family:sans-serif")
-
-
-def note_html(result: Result) -> str:
-    """A box for the top of a feedback page: what the grader did beyond running the tests."""
-    lines = [*(f"Integrity: {flag}" for flag in result.flags), *result.notes]
-    if not lines:
-        return ""
-    flagged = result.status == FLAGGED
-    color, background = ("#b00020", "#fdecea") if flagged else ("#8a6d00", "#fff8e1")
-    title = ("This submission was flagged for review; the exercises named below earned no "
-             "credit." if flagged else "Notes from the grader")
-    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
-    style = NOTE_STYLE.format(color=color, background=background)
-    return (f'<div class="course-grader-note" style="{style}">'
-            f"<strong>{html.escape(title)}</strong><ul>{items}</ul>"
-            f"<p>Score after these checks: {number(result.score)} / "
-            f"{number(result.max_score)}.</p></div>")
-
-
-def add_note(page: str, note: str) -> str:
-    """Insert ``note`` at the start of the page body (or prepend it)."""
-    if not note:
-        return page
-    marker = page.find("<body")
-    if marker >= 0:
-        end = page.find(">", marker) + 1
-        return page[:end] + note + page[end:]
-    return note + page

@@ -1,0 +1,1 @@
+"""The host: the process that runs ``python -m grader autograde`` and writes ``OUT``."""

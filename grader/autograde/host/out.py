@@ -1,0 +1,69 @@
+"""OUT, written by one process only, the host: results, grades.csv, the manifest, the pages.
+
+* ``results/<student>/<assignment>.json``: one per submission, written atomically as it
+  completes (:func:`grader.autograde.results.save_result`), so a crash loses nothing
+  already graded and a rerun resumes from them;
+* ``grades.csv``: at the start the header and the rows kept from an earlier run, then one
+  row appended (and flushed) per result as it completes, and at the end the whole file
+  rewritten sorted, atomically. Each result costs one row: linear in the class. After a
+  crash the file holds every row saved so far (unsorted); the rerun sorts it;
+* ``feedback/`` and ``autograded/``: moved in from the outbox a worker left them in;
+* ``manifest.json``: the batch and the shard, for ``merge`` and ``gradebook``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from grader.autograde.results import Result, atomic_write, csv_rows, csv_text, save_result
+
+#: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
+PARTS = ("feedback", "autograded")
+
+
+class Out:
+    """The output folder of one run, and the only code that writes into it."""
+
+    def __init__(self, root: Path, exercises: list[str]):
+        self.root, self.exercises = root, exercises
+        self.csv = root / "grades.csv"
+        self._rows = None
+
+    def start(self, kept: list[Result]) -> None:
+        """grades.csv as far as the earlier run got; rows are appended from here on."""
+        atomic_write(self.csv, csv_text(kept, self.exercises))
+        self._rows = open(self.csv, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed by finish
+
+    def record(self, result: Result, outbox: str = "") -> None:
+        """Keep one finished result: its pages, its JSON file, its row."""
+        if outbox:
+            self.publish(result, Path(outbox))
+        save_result(self.root, result)
+        self._rows.write(csv_rows([result], self.exercises))
+        self._rows.flush()
+
+    def publish(self, result: Result, outbox: Path) -> None:
+        """Move a worker's feedback pages and graded notebooks into OUT (replacing the old)."""
+        student, assignment = result.key
+        for part in PARTS:
+            dest = self.root / part / student / assignment
+            if dest.exists():
+                shutil.rmtree(dest)
+            if (outbox / part).is_dir() and any((outbox / part).iterdir()):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(outbox / part), str(dest))
+        pages = self.root / "feedback" / student / assignment
+        result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
+        shutil.rmtree(outbox, ignore_errors=True)
+
+    def finish(self, results: list[Result]) -> None:
+        """grades.csv sorted, written once, atomically."""
+        if self._rows is not None:
+            self._rows.close()
+            self._rows = None
+        atomic_write(self.csv, csv_text(results, self.exercises))
+
+    def write_manifest(self, manifest: dict) -> None:
+        atomic_write(self.root / "manifest.json", json.dumps(manifest, indent=1, default=str))

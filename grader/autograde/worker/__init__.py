@@ -1,0 +1,1 @@
+"""The grading workers: processes the host forks once and feeds one submission at a time."""
