@@ -8,8 +8,8 @@ import re
 import pytest
 import torch
 
-from samples import load_solution_namespace
 from grader.checks import EXERCISES
+from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import assignment_of, declared, declared_sections
 

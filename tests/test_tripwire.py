@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from samples import load_solution_namespace
 from grader.autograde.worker.cells import reference_calls
 from grader.checks import EXERCISES, s10_2, s10_3
+from samples import load_solution_namespace
 from tests.check_helpers import assert_fails, assert_passes
 
 ASSIGNMENT = "10.3-multi-head-attention"
