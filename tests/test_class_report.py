@@ -7,6 +7,8 @@ import csv
 import io
 import re
 
+import pytest
+
 from grader.__main__ import main
 from grader.autograde import results as report
 from grader.autograde.results import ERROR, FLAGGED, OK, Result
@@ -117,3 +119,74 @@ def test_report_command_and_old_results(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- the planted batch
+
+
+def report_rows(out) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO((out / "report.csv").read_text())))
+
+
+def without_times(html: str) -> str:
+    return re.sub(r'<section id="time">.*?</section>', "", html, flags=re.S)
+
+
+#: Each planted bug a check names, under its own mistake: (exercise, mistake) -> students.
+PLANTED_MISTAKES = {
+    ("qkv_projections", "k_from_q"): "test-deleted test-stripped wrong-qkv",  # X @ W_q for K
+    ("QKVProjection", "k_from_w_q"): "test-edited",  # self.w_q(x) for K
+}
+
+
+@pytest.mark.slow
+def test_planted_batch_report(batch):
+    """Are the report's counts those the planted catalogue says (tests/test_autograde.py's
+    EXPECTED: points and status per student), and is each planted bug under its mistake?"""
+    from tests.test_autograde import EXPECTED
+
+    rows = report_rows(batch["out"])
+    counts = {(r["exercise"], r["measure"], r["name"]): r for r in rows}
+
+    def students(exercise: str, measure: str, name: str = "") -> list[str]:
+        found = counts.get((exercise, measure, name))
+        return found["students"].split() if found else []
+
+    graded = {s: e for s, e in EXPECTED.items() if e[0] is not None}
+    assert counts[("", "students", "")]["count"] == str(len(EXPECTED))
+    assert counts[("", "submitted", "")]["count"] == str(len(EXPECTED) - 1)  # empty-student
+    assert counts[("", "graded", "")]["count"] == str(len(graded))
+    for status in (OK, FLAGGED, ERROR):
+        assert students("", status) == sorted(s for s, e in EXPECTED.items() if e[2] == status), status
+    assert students("", "late") == ["late"]
+    for index, exercise in enumerate(["qkv_projections", "QKVProjection"]):
+        assert students(exercise, "full marks") == sorted(s for s, e in graded.items() if e[index] == 2)
+        assert students(exercise, "zero") == sorted(s for s, e in graded.items() if e[index] == 0)
+        assert students(exercise, "partial") == students(exercise, "not attempted") == []
+    named = {(r["exercise"], r["name"]): r["students"] for r in rows if r["measure"] == "mistake"}
+    assert named == PLANTED_MISTAKES
+    html = (batch["out"] / "report.html").read_text()
+    assert "K computed with W_q" in html and "K computed with w_q" in html
+
+
+@pytest.mark.slow
+def test_merged_shards_give_the_report_of_one_run(batch, tmp_path, cache):
+    """Do two shards merged write the report that one run over the same submissions gives
+    (the batch's results of those students), but for the grading times?"""
+    from grader.autograde.host.options import Options
+    from grader.autograde.host.run import autograde
+    from grader.merge import merge
+    from tests.settings import GRADING
+    from tests.submissions import planted
+
+    names = ["wrong-qkv", "test-edited", "invalid-json", "empty-student"]
+    root = planted.build(tmp_path / "subs", names)
+    outs = [tmp_path / f"shard{k}" for k in (1, 2)]
+    for k, out in enumerate(outs, 1):
+        autograde(root, out, Options(jobs=1, shard=(k, 2), cache=cache, **GRADING))
+        assert (out / "report.html").is_file()
+    merge(outs, tmp_path / "merged")
+    one = [r for r in batch["results"].values() if r.student_id in names]
+    write_report(tmp_path / "one", one, ["qkv_projections", "QKVProjection"])
+    merged, single = (tmp_path / d for d in ("merged", "one"))
+    assert (merged / "report.csv").read_text() == (single / "report.csv").read_text()
+    pages = [without_times((d / "report.html").read_text()) for d in (merged, single)]
+    assert pages[0] == pages[1]
+    assert len(report_rows(merged)) > 20 and 'id="time"' in (merged / "report.html").read_text()
