@@ -189,4 +189,8 @@ def test_merged_shards_give_the_report_of_one_run(batch, tmp_path, cache):
     assert (merged / "report.csv").read_text() == (single / "report.csv").read_text()
     pages = [without_times((d / "report.html").read_text()) for d in (merged, single)]
     assert pages[0] == pages[1]
-    assert len(report_rows(merged)) > 20 and 'id="time"' in (merged / "report.html").read_text()
+    named = {(r["exercise"], r["name"]): r["students"] for r in report_rows(merged)
+             if r["measure"] == "mistake"}
+    assert named == {("qkv_projections", "k_from_q"): "wrong-qkv",
+                     ("QKVProjection", "k_from_w_q"): "test-edited"}
+    assert 'id="time"' in (merged / "report.html").read_text()

@@ -24,16 +24,18 @@ def data_url(figure: Figure) -> str:
 
 
 def score_histogram(scores: list[float], max_score: float) -> str:
-    """Submissions per score: bins one point wide (wider past 20 points), the last one
-    holding full marks."""
-    width = max(1, math.ceil(max_score / 20))
-    edges = [i * width for i in range(math.ceil(max_score / width) + 1)]
-    if len(edges) < 2:
-        edges = [0, 1]
+    """Submissions per score: one bar per point up to 20 points (centred on it), wider
+    bins past that, the last one holding full marks."""
+    if max_score <= 20:
+        edges = [i - 0.5 for i in range(math.floor(max_score) + 2)]
+    else:
+        width = math.ceil(max_score / 20)
+        edges = [i * width for i in range(math.ceil(max_score / width) + 1)]
     figure = Figure(figsize=(6, 2.6))
     ax = figure.subplots()
     ax.hist(scores, bins=edges, color="#4a78b5", edgecolor="white")
     ax.set_xlabel(f"score (of {max_score:g})")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("submissions")
     ax.yaxis.get_major_locator().set_params(integer=True)
     ax.spines[["top", "right"]].set_visible(False)
