@@ -174,7 +174,8 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
 def test_command_line_defaults_measure_every_part():
     """Does a bare ``python -m bench`` measure every part?"""
     args = build_parser().parse_args([])
-    assert args.only == ["modules", "decoding", "scaling", "notebooks", "checks", "autograde"]
+    assert args.only == ["modules", "decoding", "scaling", "notebooks", "checks", "autograde", "host"]
+    assert args.class_sizes == [50, 500, 5000]
     assert args.jobs == 2
 
 
@@ -211,3 +212,24 @@ def test_benchmark_against_stock_nbgrader(tmp_path):
     assert numbers["autograde.notebooks"] == 2 and numbers["autograde.jobs"] == 2
     assert numbers["autograde.score_differences"] == []
     print(numbers)
+
+
+@pytest.mark.slow
+def test_the_host_part_measures_each_class(tmp_path):
+    """Does the host part grade every submission of each synthetic class through the real host
+    side (one result and one row each), and report CPU and memory as measured, per size?"""
+    from bench.host_scale import bench_host
+
+    found = bench_host((20, 40), work=tmp_path, log=lambda text: None)
+    assert set(found["sizes"]) == {"20", "40"}
+    for size, r in found["sizes"].items():
+        assert r["graded"] == r["rows"] == int(size)
+        assert r["host_cpu_s"] > 0 and r["peak_mb"] >= r["baseline_mb"] > 0
+        assert r["workers_cpu_s"] >= int(size) * found["stand_in_cpu_s"]  # the stand-in ran
+        assert math.isclose(r["host_cpu_ms_per_submission"], 1000 * r["host_cpu_s"] / int(size),
+                            rel_tol=0.01, abs_tol=0.01)
+    small, large = found["sizes"]["20"], found["sizes"]["40"]
+    assert math.isclose(found["cpu_ratio_largest_to_smallest"],
+                        large["host_cpu_ms_per_submission"] / small["host_cpu_ms_per_submission"],
+                        rel_tol=0.02)
+    assert "ms of host" in "\n".join(report.host_table(found))

@@ -6,7 +6,7 @@ import types
 import pytest
 import torch
 
-from grader.autograde import verify
+from grader.autograde.worker import verify
 from grader.checks import core, integrity, s10_2
 from tests.check_helpers import assert_fails
 
