@@ -6,6 +6,7 @@ Commands:
   student-bundle  build or extend the public student release (--through SECTION: week by week)
   autograde  grade a whole class with nbgrader: grades.csv and feedback (docs/grading.md)
   merge      combine the outputs of sharded autograde runs into one grades.csv
+  report     the class report of an autograde run: report.html and report.csv in OUT
   gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
 """
 
@@ -87,6 +88,16 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from grader.report import report_out
+
+    out = Path(args.out)
+    if not (out / "results").is_dir():
+        raise UsageError(f"{out} has no results/: give the --out folder of autograde (or of merge).")
+    print(f"wrote {report_out(out)} and {out / 'report.csv'}")
+    return 0
+
+
 def _gradebook(args: argparse.Namespace) -> int:
     from grader.gradebook import import_run
 
@@ -157,6 +168,15 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("outputs", nargs="+", help="the --out folders of every shard")
     merge.add_argument("--out", required=True, help="where the merged output goes")
     merge.set_defaults(run=_merge)
+
+    report = commands.add_parser(
+        "report", help="the class report of an autograde run (report.html, report.csv)",
+        description="Write OUT/report.html (one self-contained page: score histograms, the "
+                    "shares of full marks per exercise, the named mistakes most frequent first "
+                    "with the submissions that made each, the rows to review, grading time) and "
+                    "OUT/report.csv from OUT's results. autograde and merge write it too.")
+    report.add_argument("out", help="the --out folder of autograde (or of merge)")
+    report.set_defaults(run=_report)
 
     gradebook = commands.add_parser(
         "gradebook", help="import an autograde run into the course's nbgrader gradebook",

@@ -2,8 +2,8 @@
 
 Every shard's ``manifest.json`` lists the whole batch (all students and assignments) and
 which slice it graded, so the merge can check that the shards are the N slices of one
-batch and that every submission has a result, before writing the same grades.csv an
-unsharded run writes.
+batch and that every submission has a result, before writing the same grades.csv (and class
+report) an unsharded run writes.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from grader.autograde import results as report
 from grader.errors import MergeError
+from grader.report import write_report
 
 
 def read_manifest(out: Path) -> dict:
@@ -64,4 +65,6 @@ def merge(outs: list[Path], dest: Path) -> Path:
             copy_tree(out / part, dest / part)
     manifest = {**manifests[0], "shard": [1, 1], "merged_from": [str(o) for o in outs]}
     report.atomic_write(dest / "manifest.json", json.dumps(manifest, indent=1))
-    return report.write_grades(dest, [results[k] for k in keys], manifests[0]["exercises"])
+    path = report.write_grades(dest, [results[k] for k in keys], manifests[0]["exercises"])
+    write_report(dest, [results[k] for k in keys], manifests[0]["exercises"])
+    return path

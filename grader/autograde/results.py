@@ -53,6 +53,8 @@ class Result:
     elapsed_s: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)  # seconds per grading step
     retry: bool = False  # the failure was the grader's, not the submission's: regrade on rerun
+    outcomes: dict[str, str] = field(default_factory=dict)  # exercise -> passed, failed, not attempted
+    mistakes: dict[str, dict] = field(default_factory=dict)  # exercise -> {"name", "description"}
 
     @property
     def key(self) -> tuple[str, str]:

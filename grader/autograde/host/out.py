@@ -8,7 +8,8 @@
   rewritten sorted, atomically. Each result costs one row: linear in the class. After a
   crash the file holds every row saved so far (unsorted); the rerun sorts it;
 * ``feedback/`` and ``autograded/``: moved in from the outbox a worker left them in;
-* ``manifest.json``: the batch and the shard, for ``merge`` and ``gradebook``.
+* ``manifest.json``: the batch and the shard, for ``merge`` and ``gradebook``;
+* ``report.html`` and ``report.csv``: the class report (:mod:`grader.report`), at the end.
 """
 
 from __future__ import annotations
@@ -59,11 +60,14 @@ class Out:
         shutil.rmtree(outbox, ignore_errors=True)
 
     def finish(self, results: list[Result]) -> None:
-        """grades.csv sorted, written once, atomically."""
+        """grades.csv sorted, written once, atomically; then the class report."""
+        from grader.report import write_report
+
         if self._rows is not None:
             self._rows.close()
             self._rows = None
         atomic_write(self.csv, csv_text(results, self.exercises))
+        write_report(self.root, results, self.exercises)
 
     def write_manifest(self, manifest: dict) -> None:
         atomic_write(self.root / "manifest.json", json.dumps(manifest, indent=1, default=str))

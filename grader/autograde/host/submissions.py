@@ -29,6 +29,9 @@ from grader.autograde.results import exercise_name  # noqa: E402
 from grader.errors import SubmissionsError, UsageError  # noqa: E402
 from grader.paths import assignment_folders  # noqa: E402
 
+#: The problem of a student of the batch without a folder for the assignment (the report
+#: counts the others as submitted).
+NO_SUBMISSION = "no submission"
 IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
 MAX_ZIP_MB = 4096
@@ -212,7 +215,7 @@ def discover(root: Path, assignments: dict[str, Assignment],
             if (student, name) not in found:
                 empty = not any(_visible(p) for p in (root / student).iterdir())
                 found[(student, name)] = Submission(
-                    student, name, problem="no submission" + (" (the student's folder is empty)"
+                    student, name, problem=NO_SUBMISSION + (" (the student's folder is empty)"
                                                               if empty else ""))
     subs = [s for s in found.values() if only is None or s.assignment in only]
     return sorted(subs, key=lambda s: s.key)

@@ -4,7 +4,8 @@
    files; the kernel's environment and folders (:mod:`grader.autograde.sandbox.config`);
 2. ``nbgrader autograde`` (:mod:`grader.autograde.worker.nbgrader_runs`);
 3. the points back from the scratch gradebook, the integrity records verified
-   (:mod:`grader.autograde.worker.verify`), the cells examined
+   (:mod:`grader.autograde.worker.verify`), how each check ended
+   (:mod:`grader.autograde.worker.outcomes`, for the class report), the cells examined
    (:mod:`grader.autograde.worker.cells`), the status settled
    (:func:`grader.autograde.results.settle`);
 4. corrected points saved where nbgrader's feedback reads them, ``nbgrader
@@ -42,6 +43,7 @@ from grader.autograde.sandbox.config import kernel_env, sandbox_user
 from grader.autograde.worker import nbgrader_runs
 from grader.autograde.worker.cells import describe_cells
 from grader.autograde.worker.feedback_note import add_note, note_html
+from grader.autograde.worker.outcomes import read_outcomes
 from grader.autograde.worker.verify import apply_integrity, check_records
 from grader.paths import CourseLayout
 
@@ -246,6 +248,7 @@ def examine(result: Result, run: nbgrader_runs.NbgraderRun, records: Path, timeo
     first = next(iter(verdicts.values()), {})
     result.device, result.torch = first.get("device", ""), first.get("torch", "")
     apply_integrity(result, list(result.max_points), verdicts)
+    result.outcomes, result.mistakes = read_outcomes(records, list(result.max_points))
     errors = []
     for path in sorted(run.autograded(result.student_id, result.assignment).glob("*.ipynb")):
         cells = describe_cells(path, timeout)
