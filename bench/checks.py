@@ -23,7 +23,7 @@ from samples import load_solution_namespace
 from grader.checks import SECTIONS
 namespace = load_solution_namespace(sys.argv[1])
 start = time.process_time()
-for exercise in SECTIONS[sys.argv[2]].EXERCISES:
+for exercise in SECTIONS[sys.argv[2]].EXERCISES.values():
     exercise.check(namespace[exercise.name])
 print(json.dumps({"cpu_s": time.process_time() - start}))
 """

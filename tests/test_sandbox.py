@@ -174,18 +174,19 @@ def test_without_bubblewrap_a_rewrite_of_the_checks_is_caught_and_undone(tmp_pat
     alongside or after it keep full marks? (And does a kernel that kills its worker cost
     only its own row, retried later?)"""
     course = course_copy(tmp_path)
-    before = (course / "grader" / "checks" / "s10_1.py").read_bytes()
+    checks = course / "grader" / "checks" / "s10_1" / "__init__.py"  # what the hostile one finds
+    before = checks.read_bytes()
     root = planted.build(tmp_path / "subs", ["0-rewrites-checks", "correct", "late", "kills-grader"])
     rows = grade_copy(course, root, tmp_path / "out", "--no-file-sandbox")
     assert "WARNING: kernels' files are NOT isolated" in rows["stderr"]
     hostile = rows["0-rewrites-checks"]
     assert hostile.status == FLAGGED and hostile.score == 0
-    assert "changed the grader's files on disk: grader/checks/s10_1.py" in hostile.reason
+    assert "changed the grader's files on disk: grader/checks/s10_1/__init__.py" in hostile.reason
     for student in ("correct", "late"):
         assert (rows[student].score, rows[student].status) == (4, OK), rows[student].reason
     killer = rows["kills-grader"]  # no PID namespace: its worker dies, another takes over
     assert (killer.status, killer.retry) == (ERROR, True) and "worker died" in killer.reason
-    assert (course / "grader" / "checks" / "s10_1.py").read_bytes() == before
+    assert checks.read_bytes() == before
 
 
 @pytest.mark.slow
@@ -193,10 +194,10 @@ def test_a_broken_grader_is_an_error_to_regrade_never_a_zero(tmp_path):
     """When the grading machinery itself cannot be imported or crashes, is the row an error
     marked for regrading, with the reason, instead of an ok row with 0 points?"""
     course = course_copy(tmp_path)
-    checks = course / "grader" / "checks" / "s10_1.py"
-    checks.write_text(checks.read_text().replace(
-        "    def reference(self, case, device):\n        x = _inputs(case, device)",
-        "    def reference(self, case, device):\n        x = _inputs(case, device) + 1", 1))
+    checks = course / "grader" / "checks" / "s10_1" / "qkv_projections.py"
+    reference = "    x = _inputs(case, device)\n    return forward_backward(lambda: tuple(F.linear("
+    assert reference in checks.read_text()
+    checks.write_text(checks.read_text().replace(reference, reference.replace(")\n", ") + 1\n", 1), 1))
     root = planted.build(tmp_path / "subs", ["correct"])
     row = grade_copy(course, root, tmp_path / "out")["correct"]
     assert (row.status, row.retry) == (ERROR, True), row.reason
