@@ -54,11 +54,16 @@ def visible_check(check: Callable) -> Callable:
     return run
 
 
+def submodules(package: str) -> list:
+    """Every module of ``package``, imported: a section's exercises, one module each."""
+    return [importlib.import_module(f"{package}.{info.name}")
+            for info in pkgutil.iter_modules(importlib.import_module(package).__path__)]
+
+
 def gather_checks(package: str) -> dict[str, Callable]:
     """``{"check_<exercise>": check}`` for every visible check in the modules of ``package``."""
     found = {}
-    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
-        module = importlib.import_module(f"{package}.{info.name}")
+    for module in submodules(package):
         for name, value in vars(module).items():
             if name.startswith("check_") and getattr(value, "exercise", None) == name[len("check_"):]:
                 found[name] = value

@@ -14,7 +14,6 @@ these declarations alone:
 
 from __future__ import annotations
 
-import importlib
 import pkgutil
 import re
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from course import progress
 from course.checking import Mistake
+from course.checking.registry import submodules
 
 #: Why only grading can see a bug: it calls the reference, or makes tensors on a fixed device.
 REFERENCE, DEVICE = "calls the reference", "fixed device"
@@ -88,9 +88,7 @@ def declared_sections() -> dict[str, str]:
 
 def declared(section: str, solution: dict) -> list[Entry]:
     """Every answer the modules of ``section`` declare, exercises in the notebook's order."""
-    package = importlib.import_module(declared_sections()[section])
-    modules = [importlib.import_module(f"{package.__name__}.{info.name}")
-               for info in pkgutil.iter_modules(package.__path__)]
+    modules = submodules(declared_sections()[section])
     order = list(progress.exercises(section))
     modules.sort(key=lambda m: order.index(m.EXERCISE) if m.EXERCISE in order else len(order))
     return [Entry(section, module.EXERCISE, a) for module in modules for a in module.answers(solution)]
