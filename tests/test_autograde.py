@@ -127,6 +127,14 @@ def test_planted_submission(batch, student):
     assert row["score"] == str(qkv + module) and row["max_score"] == "4"
 
 
+def test_a_kernel_signals_no_one_outside_its_sandbox(batch):
+    """Does ``os.kill(os.getppid(), SIGKILL)`` leave the kernel, its bubblewrap and the grading
+    worker alive (the kernel has a session of its own), so that the row is the same whatever
+    the timing?"""
+    row = rows_of(batch["csv"])["kills-grader"]
+    assert row["reason"] == "review: cell 10 sends signals to other processes", row["reason"]
+
+
 def test_lateness(batch):
     """Is a timestamp after the deadline recorded (and one before it not)?"""
     late, on_time = rows_of(batch["csv"])["late"], rows_of(batch["csv"])["correct"]

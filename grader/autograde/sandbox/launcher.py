@@ -88,8 +88,11 @@ def bwrap_args(config: SandboxConfig, writable: list[str], chdir: str) -> list[s
     """bubblewrap's command line (up to ``--``) for a kernel that may write ``writable``."""
     # --as-pid-1: the kernel is its PID namespace's init (every process it starts still dies
     # with it), so its CPU time reaches the worker's accounting (with bubblewrap's own
-    # init in between it is lost).
-    args = [config.bwrap, "--unshare-all", "--as-pid-1", "--die-with-parent", "--cap-drop", "ALL"]
+    # init in between it is lost). --new-session: a process group of its own, so that
+    # kill(0, ...) (``os.kill(os.getppid(), ...)``: its parent is 0 to it) reaches only the
+    # kernel, which as init ignores it, never bubblewrap outside the namespace.
+    args = [config.bwrap, "--unshare-all", "--as-pid-1", "--new-session", "--die-with-parent",
+            "--cap-drop", "ALL"]
     if not config.isolate_network:
         args.append("--share-net")
     for folder in SYSTEM_DIRS:
