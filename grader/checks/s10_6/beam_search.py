@@ -57,13 +57,15 @@ class TableModel(nn.Module):
             key = (key * 1_000_003 + token + 1) % 2**61
         g = generator(key)
         shift = float(torch.rand((), generator=g, dtype=torch.float64)) * 6 - 3
+        # Every tensor placed on the CPU by name: check_unplaced_tensors moves a learner's
+        # unplaced tensors to 'meta', and must not move the model's own.
         if prefix in self.table:
             given = self.table[prefix]
             rest = (1.0 - sum(given.values())) / max(1, self.vocab - len(given))
             probs = torch.tensor([given.get(w, rest * (1 + w / 100)) for w in range(self.vocab)],
-                                 dtype=torch.float64)  # the rest a little uneven: no ties
+                                 dtype=torch.float64, device="cpu")  # the rest a little uneven: no ties
             return probs.clamp_min(1e-12).log() + shift
-        logits = torch.randn(self.vocab, generator=g, dtype=torch.float64) * self.spread + shift
+        logits = torch.randn(self.vocab, generator=g, dtype=torch.float64, device="cpu") * self.spread + shift
         for token, amount in self.damp.items():
             logits[token] += amount
         return logits
@@ -73,7 +75,7 @@ class TableModel(nn.Module):
 
     def decode(self, tgt, memory, src_mask=None):
         k, n = tgt.shape
-        logits = torch.empty(k, n, self.vocab, dtype=torch.float64)
+        logits = torch.empty(k, n, self.vocab, dtype=torch.float64, device="cpu")
         for i, row in enumerate(tgt.tolist()):
             for j in range(n):
                 logits[i, j] = self.logits_for(tuple(row[1: j + 1]))
