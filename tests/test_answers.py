@@ -60,3 +60,17 @@ def test_every_declared_exercise_has_right_answers_and_bugs():
             assert any(e.label == "solution" for e in mine), name
             assert sum(e.correct for e in mine) >= 2, name
             assert sum(not e.correct for e in mine) >= 3, name
+
+
+def test_every_device_check_has_a_planted_bug_it_catches():
+    """Does every hidden check that runs learner code on another device (``check_device_independence``,
+    ``check_unplaced_tensors``) have a fixed-device bug declared, so that the check is seen to fail?"""
+    import inspect
+
+    from tests.answers import DEVICE
+
+    for name, exercise in EXERCISES.items():
+        source = inspect.getsource(type(exercise))
+        if "check_device_independence" in source or "check_unplaced_tensors" in source:
+            assert any(e.exercise == name and e.grading_only == DEVICE for e in BUGS), \
+                f"{name}: its device check has no planted fixed-device bug in tests/answers/"

@@ -54,6 +54,29 @@ def bug(label: str, impl, *, hidden: str | None = None, mistake: Mistake | None 
     return Answer(label, impl, False, hidden, mistake, only)
 
 
+def on_a_fixed_device(answer):
+    """A right answer (function or nn.Module class) whose outputs meet a tensor made without a
+    device: right on the CPU, wrong wherever the inputs are not."""
+    import torch
+
+    def offset(out):
+        if isinstance(out, tuple):
+            return tuple(offset(o) for o in out)
+        if not isinstance(out, torch.Tensor) or out.dim() == 0:
+            return out
+        zero = torch.zeros(out.shape[-1], dtype=out.dtype)  # on the CPU, whatever out's device
+        return out | zero if out.dtype == torch.bool else out + zero
+
+    if isinstance(answer, type):
+        return type(f"{answer.__name__}OnTheCPU", (answer,),
+                    {"forward": lambda self, *a, **k: offset(answer.forward(self, *a, **k))})
+    return lambda *a, **k: offset(answer(*a, **k))
+
+
+#: What the hidden checks say of such a bug (check_device_independence, check_unplaced_tensors).
+ON_A_FIXED_DEVICE = r"fixed device|without a device"
+
+
 @dataclass(frozen=True)
 class Entry:
     """A declared answer of one exercise of one section."""

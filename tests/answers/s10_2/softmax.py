@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS
-from tests.answers import REFERENCE, bug, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
 
 EXERCISE = "softmax"
 
@@ -70,4 +70,6 @@ def answers(solution):
         bug("softmax_no_keepdim", softmax_no_keepdim, hidden="raised RuntimeError|differs"),
         bug("softmax_dim1", softmax_dim1),
         bug("softmax_unsqueeze_last", softmax_unsqueeze_last),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["softmax"]),
+            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
     ]

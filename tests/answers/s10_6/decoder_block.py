@@ -17,7 +17,7 @@ from course.visible.s10_6.decoder_block import (
     NORM_MEMORY,
     RELU,
 )
-from tests.answers import REFERENCE, bug, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
 from tests.answers.s10_6 import given
 
 EXERCISE = "DecoderBlock"
@@ -239,4 +239,6 @@ def answers(solution):
         bug("cross_attn is self_attn (aliased)", SharedAttention),
         bug("activation ignored", ActivationIgnored, mistake=RELU),
         bug("norm3 is norm2 (aliased)", SharedNorm),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["DecoderBlock"]),
+            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
     ]

@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_6.padding_mask import INVERTED, PAD_ZERO
-from tests.answers import bug, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "padding_mask"
 
@@ -38,4 +38,6 @@ def answers(solution):
         bug("queries", lambda t, p: (t != p)[:, None, :, None], hidden=r"hides \*keys\*"),
         bug("float", lambda t, p: (t != p).float()[:, None, None, :], hidden=r"bool tensor"),
         bug("lengths", padding_from_lengths, hidden=r"padding at the start"),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["padding_mask"]),
+            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
     ]

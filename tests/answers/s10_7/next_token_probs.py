@@ -13,7 +13,7 @@ from course.visible.s10_7.next_token_probs import (
     TOP_P_TIES_SPLIT,
     ZERO_TEMPERATURE,
 )
-from tests.answers import bug, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "next_token_probs"
 
@@ -114,4 +114,6 @@ def answers(solution):
         bug("temperature 0 divides by zero", make(no_greedy=True), hidden="inf or NaN at temperature 0",
             mistake=ZERO_TEMPERATURE),
         bug("always float32", always_float32, hidden="keep the logits' dtype"),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["next_token_probs"]),
+            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
     ]
