@@ -22,6 +22,7 @@ def run(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # fresh Python processes that import torch
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: make gpu-check runs it")
 def test_without_cuda_it_says_so_and_exits_0(tmp_path):
     """No CUDA: one clear sentence, the tolerances the GPU would use, exit 0, a report file."""

@@ -276,6 +276,7 @@ def run_installed(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.C
                           text=True, env={**environment, **env}, timeout=300)
 
 
+@pytest.mark.slow  # fresh Python processes that import torch
 def test_installed_grader_finds_the_course(tmp_path):
     """Does the command line work from an installed package (not a checkout): from the course
     folder, from elsewhere with COURSE_ROOT, and with a clear error where there is no course?"""

@@ -107,6 +107,7 @@ def test_set_up_cell_is_short_and_narrow(path):
         f"%pip install -q {setup_cell.pip_source(bundle.DEFAULT_REPOSITORY, 'main')}"]
 
 
+@pytest.mark.slow  # fresh Python processes that import torch
 def test_no_helper_imports_torch_benchmark_when_it_loads():
     """torch.utils.benchmark warns "No CUDA runtime is found" on a CUDA build without a GPU:
     no module of course/ may import it at load (only where a measurement runs)."""

@@ -276,6 +276,7 @@ HIDE_CHECKOUT = ("sys.meta_path[:] = [f for f in sys.meta_path "
                  "if '__editable__' not in getattr(f, '__module__', '')]\n")
 
 
+@pytest.mark.slow  # fresh Python processes that import torch
 @pytest.mark.parametrize("through", ["10.1", "10.4"])  # where the helpers shipped grow
 def test_a_staged_release_imports_from_its_own_helpers(through, tmp_path):
     """In a Python that cannot see this checkout, do every shipped helper module and every

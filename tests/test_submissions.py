@@ -141,6 +141,7 @@ def test_results_are_written_atomically(tmp_path):
     assert json.loads(report.result_path(tmp_path, "a", "x").read_text())["score"] == 1
 
 
+@pytest.mark.slow  # fresh Python processes that import torch
 def test_cli_on_submissions_that_need_no_kernel(tmp_path):
     """Does ``python -m grader autograde`` accept a zip and report rows it could not grade?"""
     root = planted.build(tmp_path / "subs", ["wrong-name", "empty-folder", "invalid-json"])

@@ -49,10 +49,9 @@ def test_one_checking_toolkit():
 
 @pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
 def test_visible_never_stricter_than_hidden(entry):
-    """Does every right answer the suite knows pass the hidden check, and then the visible test too
-    (e.g. a softmax written as exp(x - logsumexp(x)), in float32, with logits of 1e4)?"""
-    hidden = catalogue.run_hidden(entry)
-    assert hidden is None, f"the hidden check rejects a right answer: {catalogue.message(hidden)}"
+    """Does every right answer the suite knows, which the hidden check accepts
+    (tests/test_answers.py::test_right_answer_passes), pass the visible test too (e.g. a softmax
+    written as exp(x - logsumexp(x)), in float32, with logits of 1e4)?"""
     visible = catalogue.run_visible(entry)
     assert visible is None, \
         f"the visible test rejects what the hidden check accepts: {catalogue.message(visible)}"
