@@ -38,7 +38,7 @@ sandbox-deps:
 test: install browser-deps sandbox-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
 
-## The edit-test loop: no kernels, no nbgrader runs, no browser (under a minute).
+## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 90 s).
 test-fast: install
 	$(PYTHON) -m pytest -n 2 -m "not slow and not browser"
 
