@@ -233,3 +233,18 @@ def test_the_host_part_measures_each_class(tmp_path):
                         large["host_cpu_ms_per_submission"] / small["host_cpu_ms_per_submission"],
                         rel_tol=0.02)
     assert "ms of host" in "\n".join(report.host_table(found))
+
+
+def test_a_fresh_process_measures_its_own_peak_memory():
+    """Does the host part's peak memory leave out the memory of the process that started it
+    (``ru_maxrss`` of a started process counts its parent's memory at the fork)?"""
+    import subprocess
+    import sys
+
+    held = bytearray(600 * 2**20)
+    held[::4096] = b"\1" * len(held[::4096])  # resident, not only reserved
+    code = "from bench.host_scale import peak_mb; print(peak_mb())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=samples.ROOT, check=True)
+    assert float(child.stdout) < 400, child.stdout
+    del held
