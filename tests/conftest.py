@@ -1,7 +1,8 @@
 """Fixtures shared by the test modules: the solutions' code, the graded batch, the caches.
 
 Tiers: ``pytest -m "not slow and not browser"`` (``make test-fast``) runs what needs no
-kernel, no nbgrader run, no fresh Python process importing torch and no browser; ``make test`` runs everything.
+kernel, no nbgrader run, no fresh Python process importing torch and no browser; ``make test``
+runs everything.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from course.visible.s10_6.beam_search import (
     WIDE_BEAM,
 )
 from grader.checks.s10_6.beam_search import reference_beam
-from tests.answers import DEVICE, bug, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "beam_search"
 
@@ -85,29 +85,6 @@ def beam_topk_unclipped(model, src, bos_id, eos_id, max_len, beam_size=4):
         return ids[None], score
 
 
-def beam_scores_unplaced(model, src, bos_id, eos_id, max_len, beam_size=4):
-    """beam_no_early_stop with its scores made by torch.zeros(1) alone: on the CPU, whatever the model's
-    device."""
-    with torch.no_grad():
-        mask = (src != model.pad_id)[:, None, None, :]
-        memory = model.encode(src, mask)
-        alive = src.new_full((1, 1), bos_id)
-        scores = torch.zeros(1, dtype=torch.float64)
-        done = []
-        while len(alive) and alive.shape[1] < max_len:
-            k = len(alive)
-            logits = model.decode(alive, memory.expand(k, -1, -1), mask.expand(k, -1, -1, -1))[:, -1]
-            total = (scores[:, None] + logits.double().log_softmax(-1)).flatten()
-            best, index = total.topk(min(beam_size, len(total)))
-            V = logits.shape[-1]
-            ext = torch.cat([alive[index // V], (index % V)[:, None]], 1)
-            end = ext[:, -1] == eos_id
-            done += list(zip(best[end].tolist(), ext[end]))
-            alive, scores = ext[~end], best[~end]
-        score, ids = max(done + list(zip(scores.tolist(), alive)), key=lambda c: c[0])
-        return ids[None], score
-
-
 def make_beam(**switch):
     """The check's reference search with one mistake switched on, as a learner's function."""
     def search(model, src, bos_id, eos_id, max_len, beam_size=4):
@@ -151,5 +128,6 @@ def answers(solution):
         bug("goes on after eos", beam_past_eos, hidden=r"goes on after eos_id"),
         bug("topk(beam_size) wider than the extensions", beam_topk_unclipped, hidden=r"raised RuntimeError",
             mistake=WIDE_BEAM),
-        bug("scores on a fixed device", beam_scores_unplaced, hidden=r"without a device", only=DEVICE),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["beam_search"]),
+            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
     ]
