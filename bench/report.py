@@ -148,10 +148,15 @@ def autograde_table(a: dict) -> list[str]:
 
 
 def checks_table(checks: dict) -> list[str]:
+    def row(label: str, key: str, met: str) -> str:
+        return f"| {label} | " + " | ".join(
+            _num(e.get(key)) + ("" if e.get(met, True) else " **over**") for e in checks.values()) + " |"
+
     lines = ["| section | " + " | ".join(checks) + " |", "|---|" + "---:|" * len(checks),
-             "| CPU seconds (target < 2) | " + " | ".join(
-                 _num(e.get("cpu_s")) + ("" if e.get("meets_target", True) else " **over**")
-                 for e in checks.values()) + " |"]
+             row("hidden checks, CPU seconds (target < 2)", "cpu_s", "meets_target")]
+    if any("visible_cpu_s" in e for e in checks.values()):
+        lines.append(row("visible tests, CPU seconds once warm (target < 1)", "visible_cpu_s",
+                         "visible_meets_target"))
     return lines
 
 
@@ -209,7 +214,7 @@ def markdown(report: dict) -> str:
         out += ["## Solution notebooks, start to finish (kernel start included, full training)", "",
                 *notebooks_table(report["notebooks"]), ""]
     if "checks" in report:
-        out += ["## The hidden checks of one notebook (fresh process, solution)", "",
+        out += ["## The checks of one notebook (fresh process, solution)", "",
                 *checks_table(report["checks"]), ""]
     if "autograde" in report:
         out += ["## Autograding the same class", "", *autograde_table(report["autograde"]), ""]

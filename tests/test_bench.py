@@ -111,12 +111,14 @@ def test_notebook_run_reports_seconds_and_peak_memory(tmp_path):
 
 @pytest.mark.slow
 def test_hidden_checks_cpu_per_notebook():
-    """Are the hidden checks of a notebook timed in a fresh process, against the target?"""
+    """Are the hidden checks and the visible tests of a notebook timed in a fresh process,
+    against their targets?"""
     from bench.checks import bench_checks
 
-    figures = bench_checks(["10.1-self-attention"], log=lambda _: None)
-    assert set(figures) == {"10.1"} and figures["10.1"]["cpu_s"] > 0
-    assert figures["10.1"]["meets_target"] == (figures["10.1"]["cpu_s"] < 2.0)
+    figures = bench_checks(["10.1-self-attention"], log=lambda _: None)["10.1"]
+    assert figures["cpu_s"] > 0 and figures["visible_cpu_s"] > 0
+    assert figures["meets_target"] == (figures["cpu_s"] < 2.0)
+    assert figures["visible_meets_target"] == (figures["visible_cpu_s"] < 1.0)
 
 
 def test_notebooks_are_discovered_by_section():
@@ -143,8 +145,10 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
                                                           "feedback": 0.8, "other": 0.2}},
                       "sandbox_cost": {"notebooks": 2, "wall_s_per_notebook": 0.12,
                                        "cpu_s_per_notebook": 0.05, "files": "isolated"}},
-        "checks": {"10.1": {"cpu_s": 0.4, "target_cpu_s": 2.0, "meets_target": True},
-                   "10.2": {"cpu_s": 2.5, "target_cpu_s": 2.0, "meets_target": False}},
+        "checks": {"10.1": {"cpu_s": 0.4, "target_cpu_s": 2.0, "meets_target": True,
+                            "visible_cpu_s": 0.3, "visible_meets_target": True},
+                   "10.2": {"cpu_s": 2.5, "target_cpu_s": 2.0, "meets_target": False,
+                            "visible_cpu_s": 1.25, "visible_meets_target": False}},
         "modules": {"config": {"source": "tiny"},
                     "multi_head_attention": {"ours_s": 2e-3, "torch_s": 1e-3, "ratio": 2.0,
                                              "target_ratio": 1.5}},
@@ -164,7 +168,9 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
     assert data["decoding"]["batch_64"]["ratio"] == 6.0
     for heading in ("| notebook |", "| stock nbgrader", "| multi_head_attention |",
                     "| **fitted exponent**", "| CPU seconds by phase | nbgrader | kernels | autograde |",
-                    "| CPU seconds (target < 2) |", "| batch (cpu) |"):
+                    "| hidden checks, CPU seconds (target < 2) | 0.40 | 2.50 **over** |",
+                    "| visible tests, CPU seconds once warm (target < 1) | 0.30 | 1.25 **over** |",
+                    "| batch (cpu) |"):
         assert heading in text
     assert "| ours, --jobs 2 |  |  | 7.5 | 0.3 | 0.8 | 0.2 | 8.8 |" in text
     assert "2.50 **over**" in text and "0.12 s of wall time and 0.05 s of CPU per notebook" in text
