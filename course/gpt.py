@@ -15,11 +15,10 @@ learns where sentences end).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import matplotlib.pyplot as plt
@@ -27,6 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
 from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
 
 LossFn = Callable[..., torch.Tensor]  # lm_loss(logits, targets, pad_id, label_smoothing)
@@ -48,18 +48,6 @@ def lm_batches(sentences: Sequence[str], vocab: Vocab, batch_size: int = 64, shu
         random.Random(seed).shuffle(order)
     return [pad_batch([vocab.encode(sentences[i]) for i in order[start:start + batch_size]])
             for start in range(0, len(order), batch_size)]
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run torch on one CPU thread: for matrices this small, threads waiting for each other
-    are slower than one (and much slower on a busy machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def gpt2_init(model: nn.Module, std: float = 0.02) -> nn.Module:
