@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-import torch
 
+from course.checking import single_thread
 from grader.checks import EXERCISES
 from samples import load_solution_namespace
 from tests import catalogue
@@ -25,10 +25,8 @@ def entry_id(entry) -> str:
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with single_thread():
+        yield
 
 
 @pytest.mark.parametrize("entry", RIGHT, ids=entry_id)

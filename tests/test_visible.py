@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import nbformat
 import pytest
-import torch
 
 from course import checking, progress
 from grader.checks import EXERCISES, SECTIONS, core
@@ -30,10 +29,8 @@ def entry_id(entry: catalogue.Entry) -> str:
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with checking.single_thread():
+        yield
 
 
 def test_one_checking_toolkit():
