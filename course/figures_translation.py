@@ -169,16 +169,19 @@ def strongest_keys(weights: torch.Tensor, query_words: Sequence[str], key_words:
 
 
 def weight_shares(weights: torch.Tensor, words: Sequence[str], special=("<bos>", "<eos>")) -> list[str]:
-    """One line per head of a self-attention ``weights`` (h, n, n) over ``words``: the share of
-    the weight (averaged over the rows) on the ``special`` keys and on the word itself (ordinary
-    words only), and the strongest link between two different ordinary words."""
+    """One line per head of a self-attention ``weights`` (h, n, n) over ``words``: of the weight of the
+    ordinary words' rows (the ``special`` tokens' own rows left out), the share on the ``special``
+    keys and the share on the word itself, each averaged over those rows; and the strongest link
+    between two different ordinary words."""
     is_special = torch.tensor([w in special for w in words])  # (n,)
     ordinary = ~is_special[:, None] & ~is_special[None, :] & ~torch.eye(len(words), dtype=torch.bool)
     lines = []
     for h, head in enumerate(weights.double()):  # (n, n)
         link = head.masked_fill(~ordinary, -1.0)
         i, j = divmod(int(link.argmax()), len(words))
-        on_special, on_itself = head[:, is_special].sum(dim=-1).mean(), (head.diagonal() * ~is_special).mean()
+        rows = head[~is_special]  # (n_words, n): the ordinary words' rows
+        on_special = rows[:, is_special].sum(dim=-1).mean()
+        on_itself = head.diagonal()[~is_special].mean()
         lines.append(f"head {h}: {on_special:.0%} of the weight on {'/'.join(special)}, {on_itself:.0%} on "
                      f"the word itself; strongest link between two words: {words[i]} -> {words[j]} "
                      f"({head[i, j]:.2f})")

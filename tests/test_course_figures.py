@@ -231,7 +231,7 @@ def test_weight_shares_splits_special_keys_self_and_links():
                          [0.0, 0.2, 0.8, 0.0],  # souris: mostly itself
                          [0.0, 0.0, 0.0, 1.0]])
     (line,) = weight_shares(head[None], words)
-    assert line.startswith("head 0: 60% of the weight on <bos>/<eos>, 25% on the word itself")
+    assert line.startswith("head 0: 20% of the weight on <bos>/<eos>, 50% on the word itself")  # words' rows
     assert line.endswith("grande -> souris (0.40)")
 
 
