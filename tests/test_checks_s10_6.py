@@ -19,7 +19,7 @@ from tests.answers import declared
 from tests.answers.s10_6 import transformer as transformer_answers
 
 ASSIGNMENT = "10.6-encoder-decoder"
-NAMES = ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode",
+NAMES = ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode", "train_step",
          "greedy_decode_cached", "beam_search")
 
 
@@ -89,8 +89,7 @@ def test_every_mistake_shows_in_some_case(exercise):
         for case in exercise.cases():
             want = exercise.reference(case, device)
             got = run(case, device)
-            key = next(iter(want))
-            differs |= not close(got[key], want[key], 1e-6, 1e-7)
+            differs |= any(not close(got[key], want[key], 1e-6, 1e-7) for key in want)
         assert differs, f"{exercise.name}: mistake {mistake.name} never differs from the reference"
 
 
@@ -222,3 +221,94 @@ def test_scripted_model_follows_each_sentence_by_its_key():
     assert logits.argmax(-1).tolist() == [[7, 8], [5, 2]]
     off = model.decode(torch.tensor([[1, 9]]), model.encode(src[:1]))  # 9 is not the script's
     assert off.argmax(-1).tolist() == [[5, OFF_SCRIPT]]
+
+
+# ---------------------------------------------------------------- train_step
+
+
+def test_every_train_step_mistake_shows_in_a_visible_case():
+    """Does each known train_step mistake change what some visible setting leaves behind (else the
+    visible check could never name it)?"""
+    from course.visible.s10_6 import train_step
+
+    for mistake, change in train_step.VARIANTS.items():
+        differs = []
+        for setting, dtype in zip(train_step.SETTINGS, train_step.DTYPES):
+            want = train_step.expected(setting, dtype, "cpu")
+            got = train_step.expected(setting, dtype, "cpu", change)
+            differs.append(any(not close(got[key], want[key], 1e-6, 1e-7) for key in want))
+        assert any(differs), mistake.name
+
+
+def test_train_step_settings_clip_and_pad():
+    """Do the gradients of every clipped setting exceed max_grad_norm (else clipping does nothing),
+    and do the targets hold padding and no pad_id among their words?"""
+    from course.visible.s10_6 import train_step
+    from grader.checks.s10_6.train_step import MORE
+
+    for setting in [*train_step.SETTINGS, *MORE]:
+        trial = train_step.build(setting, torch.float64, "cpu")
+        src, tgt = trial.batches[0]
+        trial.model.train()
+        logits = trial.model(src, tgt[:, :-1])
+        torch.nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(),
+                                          ignore_index=setting.pad_id).backward()
+        norm = torch.nn.utils.get_total_norm([p.grad for p in trial.model.parameters()])
+        assert setting.max_grad_norm is None or norm > 1.5 * setting.max_grad_norm, setting.name
+        assert (tgt == setting.pad_id).any(), setting.name
+        words = [row[1:row.index(train_step.EOS)] for row in tgt.tolist()]
+        assert all(setting.pad_id not in w for w in words), setting.name
+
+
+def shipped_callables() -> dict:
+    """Every function and class the course package (what learners get) defines, and the functions of
+    its classes, by dotted name."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import course
+
+    found = {}
+    for info in pkgutil.walk_packages(course.__path__, "course."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if not callable(value) or not str(getattr(value, "__module__", "")).startswith("course"):
+                continue
+            found[f"{value.__module__}.{value.__qualname__}"] = value
+            if inspect.isclass(value):
+                for name, member in vars(value).items():
+                    if inspect.isfunction(member):
+                        found[f"{value.__module__}.{value.__qualname__}.{name}"] = member
+    return found
+
+
+def test_no_shipped_function_is_a_train_step():
+    """Handed in as train_step, does every function and class the course package ships (the visible
+    check's reference among them) fail both the visible test and grading?"""
+    import matplotlib.pyplot as plt
+
+    from course.visible import s10_6 as visible
+
+    exercise, device = s10_6.EXERCISES["train_step"], grading_device()
+
+    def graded(candidate):  # the hidden check's cases and extra checks, without its per-call tamper scan
+        for case in exercise.cases():
+            exercise.evaluate(case, exercise.run(candidate, case, device), device)
+        exercise.extra_checks(candidate, device)
+
+    shipped = shipped_callables()
+    assert "course.visible.s10_6.train_step.expected" in shipped and len(shipped) > 100
+    passing = []
+    for name, candidate in shipped.items():
+        for side, check in (("visible", visible.check_train_step), ("hidden", graded)):
+            try:
+                check(candidate)
+            except AssertionError:
+                continue
+            finally:
+                plt.close("all")
+            passing.append(f"{name} ({side})")
+    assert not passing, passing
+    with pytest.raises(AssertionError, match="train_step raised"):  # the hidden check itself, once
+        s10_6.check_train_step(shipped["course.visible.s10_6.train_step.expected"])

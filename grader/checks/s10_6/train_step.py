@@ -12,8 +12,8 @@ from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
 
 MORE = [
-    Setting("SGD with momentum, a decaying scheduler, pad_id=4, label_smoothing=0.3, the model handed in "
-            "eval() mode", "momentum", True, 4, 0.3, 2.0, True, 10),
+    Setting("SGD with momentum, a warm-up scheduler, pad_id=4, label_smoothing=0.3, max_grad_norm=1.5, the "
+            "model handed in eval() mode", "momentum", True, 4, 0.3, 1.5, True, 10),
     Setting("Adam, the defaults, the model handed in eval() mode", "adam", False, 0, 0.0, 1.0, True, 11,
             defaults=True),
     Setting("plain SGD, max_grad_norm=0.1, pad_id=6", "sgd", False, 6, 0.0, 0.1, False, 12),
