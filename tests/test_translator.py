@@ -1,5 +1,6 @@
 """Does the translator of 10.6 work: the solution's Transformer, trained with the notebook's
-own recipe, translates held-out sentences exactly?"""
+own recipe (its loop calling the solution's train_step), translates held-out sentences exactly?
+And does that loop really call the learner's train_step?"""
 
 from __future__ import annotations
 
@@ -42,3 +43,30 @@ def test_recipe_translates_held_out_sentences(record_property):
     if seconds > TARGET_SECONDS:
         warnings.warn(f"training took {seconds:.0f} s, more than the {TARGET_SECONDS} s target "
                       "(a busy machine, or fewer than two free cores?)", stacklevel=1)
+
+
+def test_training_loop_calls_the_learners_train_step():
+    """Does the notebook's given loop train by calling train_step (the learner's), once per step,
+    with the recipe's options, and nothing else that updates the model?"""
+    ns = load_solution_namespace("10.6-encoder-decoder")
+    pairs = ns["load_pairs"](split="train")[:130]
+    src_vocab = ns["Vocab"].from_sentences(fr for fr, _ in pairs)
+    tgt_vocab = ns["Vocab"].from_sentences(en for _, en in pairs)
+    model = ns["Transformer"](len(src_vocab), len(tgt_vocab), d_model=8, num_heads=2, d_ff=16,
+                              num_encoder_layers=1, num_decoder_layers=1)
+    before = [p.detach().clone() for p in model.parameters()]
+    calls = []
+
+    def spy(model, src, tgt, optimizer, scheduler=None, **options):
+        calls.append(options)
+        return float(len(calls))
+
+    solution, ns["train_step"] = ns["train_step"], spy  # the loop's global, as a learner's cell defines it
+    try:
+        losses = ns["train_translator"](model, pairs, src_vocab, tgt_vocab, steps=3, progress=False)
+    finally:
+        ns["train_step"] = solution  # the namespace is cached: shared with other tests
+    assert losses == [1.0, 2.0, 3.0]
+    assert calls == [{"pad_id": ns["PAD"], "label_smoothing": ns["LABEL_SMOOTHING"],
+                      "max_grad_norm": ns["MAX_GRAD_NORM"]}] * 3
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
