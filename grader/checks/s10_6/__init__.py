@@ -12,6 +12,8 @@ References:
   norm_first=True** (a post-norm block already ends with one), a final ``nn.Linear``.
   Causality and padding are also checked as properties of the learner's own model.
 * ``greedy_decode``: a scripted stand-in model (:mod:`course.checking.standins`).
+* ``train_step``: two calls on a stand-in translator, against the contract's step done with
+  ``F.cross_entropy`` and ``clip_grad_norm_`` on the same model built again from its seed.
 * ``greedy_decode_cached`` and ``beam_search``: greedy decoding and the contract's search on
   the notebook's Transformer built by the check (:mod:`.models`) and on scripted tables.
 
