@@ -283,9 +283,25 @@ def shipped_callables() -> dict:
     return found
 
 
+def given_callables() -> dict:
+    """The functions and classes of the 10.6 notebook's set-up and given cells (what learners get)."""
+    import inspect
+
+    import nbformat
+
+    from samples import notebook_path
+
+    ns = load_solution_namespace(ASSIGNMENT)
+    solved = {c.metadata["nbgrader"]["grade_id"] for c in nbformat.read(notebook_path(ASSIGNMENT), 4).cells
+              if c.metadata.get("nbgrader", {}).get("solution")}
+    return {f"notebook's {name}": value for name, value in ns.items() if name not in solved
+            and (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == ns["__name__"]}
+
+
 def test_no_shipped_function_is_a_train_step():
     """Handed in as train_step, does every function and class the course package ships (the visible
-    check's reference among them) fail both the visible test and grading?"""
+    check's reference among them) and every one the notebook gives fail both the visible test and
+    grading?"""
     import matplotlib.pyplot as plt
 
     from course.visible import s10_6 as visible
@@ -297,8 +313,10 @@ def test_no_shipped_function_is_a_train_step():
             exercise.evaluate(case, exercise.run(candidate, case, device), device)
         exercise.extra_checks(candidate, device)
 
-    shipped = shipped_callables()
+    shipped, given = shipped_callables(), given_callables()
     assert "course.visible.s10_6.train_step.expected" in shipped and len(shipped) > 100
+    assert "notebook's train_translator" in given and "notebook's train_step" not in given
+    shipped.update(given)
     passing = []
     for name, candidate in shipped.items():
         for side, check in (("visible", visible.check_train_step), ("hidden", graded)):
