@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_7.next_token_probs import (
+from course.visible.s10_8.next_token_probs import (
     GREEDY_TIES_SPLIT,
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,

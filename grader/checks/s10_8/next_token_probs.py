@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course.visible.s10_7.next_token_probs import ROWS, VARIANTS, contract_probs, learner_probs
+from course.visible.s10_8.next_token_probs import ROWS, VARIANTS, contract_probs, learner_probs
 from grader.checks.core import Case, call_learner, generator, randn
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
 

@@ -25,7 +25,7 @@ from course.checking import (
     randn,
     visible_check,
 )
-from course.visible.s10_7.next_token_probs import contract_probs
+from course.visible.s10_8.next_token_probs import contract_probs
 
 DRAW = ("Draw each step's tokens with one call, torch.multinomial(probs, 1, generator=generator), for the "
         "whole batch.")
