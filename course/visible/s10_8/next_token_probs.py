@@ -4,8 +4,7 @@ The contract read literally: a token is kept by top-k when fewer than k tokens a
 likely, and by top-p when the strictly more likely ones hold less than p of the mass (ties are kept
 or dropped together). This module ships no code that computes it: :data:`EXPECTED` holds the
 probabilities of the visible cases, and of each known mistake where it differs, as grading's
-reference computes them (``grader.checks.s10_8.next_token_probs.snapshot``; a test holds the two
-equal).
+reference computes them (a test holds the two equal).
 """
 
 from __future__ import annotations
@@ -111,7 +110,7 @@ def check_next_token_probs(next_token_probs) -> None:
            "renormalises; temperature 0 is greedy.")
 
 
-#: Written by ``grader.checks.s10_8.next_token_probs.snapshot()`` (the case's logits in float64):
+#: Written by the hidden check's ``snapshot()`` (the case's logits in float64):
 #: {case: {"reference": probabilities, mistake name: probabilities where that mistake differs}}.
 EXPECTED: dict[str, dict[str, list[float]]] = {
     'temperature 1, no filter, rows (3, V)': {
