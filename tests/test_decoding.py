@@ -42,3 +42,22 @@ def test_other_inputs_start_afresh(gpt):
         assert torch.allclose(cached(slid), gpt(slid))
         other = torch.tensor([[1, 2], [1, 3]])
         assert torch.allclose(cached(other), gpt(other))
+
+
+def test_decoders_are_timed_at_every_length():
+    """Does time_decoders time each decoder at each length on the batch, and the figure show them?"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course.decoding import decoding_times, time_decoders
+
+    ns = load_solution_namespace("10.8-decoding")
+    torch.manual_seed(0)
+    model = ns["Transformer"](9, 8, d_model=8, num_heads=2, d_ff=16).eval()
+    src = torch.randint(4, 9, (3, 5))  # (3, 5)
+    decoders = {"greedy_decode": ns["greedy_decode"], "greedy_decode_cached": ns["greedy_decode_cached"]}
+    times = time_decoders(decoders, model, src, (2, 4), min_run_time=1e-3)
+    assert times["lengths"] == [2, 4] and times["batch"] == 3 and times["threads"] == 1
+    assert all(len(s) == 2 and min(s) > 0 for s in times["seconds"].values())
+    fig = decoding_times(times)
+    assert len(fig.axes) == 2
