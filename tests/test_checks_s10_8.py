@@ -233,11 +233,13 @@ def test_draws_are_watched_and_next_token_probs_restored():
         probs.multinomial(2)
     assert draws.calls == [(1, True), (2, False)]
 
-    namespace = {"next_token_probs": "the learner's"}
-    exec("def sample():\n    return next_token_probs", namespace)  # noqa: S102 - a notebook's function
-    with sample.contract_next_token_probs(namespace["sample"]):
-        assert namespace["sample"]() is sample.untied_probs
-    assert namespace["sample"]() == "the learner's"
+    namespace = {"next_token_probs": "the learner's", "torch": torch}
+    exec("def sample():\n    return next_token_probs\n\n"  # noqa: S102 - a notebook's functions
+         "@torch.no_grad()\ndef decorated():\n    return next_token_probs", namespace)
+    for function in (namespace["sample"], namespace["decorated"]):
+        with sample.contract_next_token_probs(function):
+            assert function() is sample.untied_probs
+        assert function() == "the learner's"
 
 
 # ---------------------------------------------------------------- one wording on both sides

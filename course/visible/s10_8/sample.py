@@ -10,6 +10,7 @@ learner's own ids (what the model saw, what was drawn, what was appended, when i
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 
 import torch
@@ -124,7 +125,7 @@ class Draws(TorchFunctionMode):
 @contextlib.contextmanager
 def contract_next_token_probs(function) -> Iterator[None]:
     """While checking ``sample``, the ``next_token_probs`` it calls is :func:`untied_probs`."""
-    namespace = getattr(function, "__globals__", {})
+    namespace = getattr(inspect.unwrap(function), "__globals__", {})  # under @torch.no_grad() too
     if "next_token_probs" not in namespace:
         yield
         return
