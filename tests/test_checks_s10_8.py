@@ -37,11 +37,6 @@ def one_thread():
         yield
 
 
-@pytest.fixture(scope="module")
-def solution():
-    return load_solution_namespace(ASSIGNMENT)
-
-
 def test_every_exercise_is_registered():
     """Can the clean-process verifier find every 10.8 exercise by name?"""
     from grader.checks import EXERCISES, SECTIONS
