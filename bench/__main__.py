@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch threads for the module and scaling figures, both sides (default 1: "
                         "the ratios compare the implementations, not thread scheduling)")
     p.add_argument("--repeats", type=int, default=3, help="runs of each short notebook (median)")
-    p.add_argument("--long-repeats", type=int, default=1, help="runs of 10.6 and 10.7 with full training")
+    p.add_argument("--long-repeats", type=int, default=1,
+                   help="runs of 10.6, 10.7 and 10.8 with full training")
     p.add_argument("--module-rounds", type=int, default=15, help="timed rounds per module comparison")
     p.add_argument("--lengths", type=int, nargs="+", default=None, help="sequence lengths for scaling")
     p.add_argument("--output-tokens", type=int, default=64, help="tokens each decoding run writes")

@@ -1,7 +1,7 @@
 """Greedy decoding with and without a cache of keys and values, at the 10.6 model size.
 
-The 10.6 solution's ``greedy_decode`` (the whole output through the decoder at every step)
-against its ``greedy_decode_cached`` (the encoder once, cross-attention keys and values once,
+The 10.8 solution's ``greedy_decode`` (10.6's, given: the whole output through the decoder at every
+step) against its ``greedy_decode_cached`` (the encoder once, cross-attention keys and values once,
 then only the newest position through each decoder block), on the same untrained model and
 the same batch of test sentences, timed side by side in alternating rounds
 (:func:`bench.timing.interleaved_medians`). The end-of-sentence id given to both is one the
@@ -18,6 +18,7 @@ import torch
 from bench.modules import A_10_6, course_transformer, model_config, solution
 from bench.timing import calls_per_round, interleaved_medians
 
+A_10_8 = "10.8-decoding"
 TARGET_RATIO = 3.0
 OUTPUT_TOKENS = 64
 BATCHES = (1, 64)  # one sentence; the training batch size of 10.6
@@ -39,10 +40,10 @@ def bench_decoding(device: torch.device | str = "cpu", output_tokens: int = OUTP
                    log=print) -> dict:
     """``{"config": ..., "batch_<B>": {uncached_s, cached_s, ratio, same_ids, ...}}``."""
     device = torch.device(device)
-    ns = solution(A_10_6)
+    ns = solution(A_10_8)
     if ns is None or "greedy_decode_cached" not in ns:
-        return {"reason": "the 10.6 solution has no greedy_decode_cached yet"}
-    cfg = cfg or model_config(ns)
+        return {"reason": "the 10.8 solution has no greedy_decode_cached yet"}
+    cfg = cfg or model_config(solution(A_10_6))
     report: dict = {"config": {"source": cfg.source, "output_tokens": output_tokens}}
     for batch in batches:
         src, n_src, n_tgt, pad = test_sources(batch)

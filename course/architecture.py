@@ -64,6 +64,7 @@ SECTIONS = {
     "10.7": ("outputs", "output_embedding", "output_positions", "decoder_stack", "decoder_self_qkv",
              "decoder_self_attention", "decoder_add_norm_1", "decoder_feed_forward", "decoder_add_norm_3",
              "decoder_residuals", "linear", "softmax"),  # decoder-only: no encoder, no cross-attention
+    "10.8": ("outputs", "decoder_self_qkv", "decoder_cross_qkv", "softmax"),  # what decoding changes
 }
 CAPTIONS = {
     "10.1": "10.1: queries, keys and values, three projections of each attention's input:\n"
@@ -74,6 +75,8 @@ CAPTIONS = {
     "10.5": "10.5: the encoder block, attention and feed-forward with residuals and norms, stacked N times",
     "10.6": "10.6: the decoder, joined to the encoder by cross-attention, and the output layer",
     "10.7": "10.7: a decoder-only GPT: the decoder's masked self-attention and feed-forward, no encoder",
+    "10.8": "10.8: decoding: a word chosen from the softmax is fed back as the next output;\n"
+            "the keys and values of the decoder's attention are cached",
 }
 
 COLOURS = {"attention": "#f9c98a", "norm": "#f3ef9f", "feed": "#a9d3f2", "embedding": "#f5b5c4",

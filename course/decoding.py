@@ -1,4 +1,4 @@
-"""Tools for the decoding section of 10.6: counting what a layer processes, timing decoders."""
+"""Tools for 10.8 (decoding): counting what a layer processes, timing decoders, a cache for the GPT."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -82,3 +83,58 @@ def decoding_times(times: Mapping, *, title: str = "Greedy decoding with and wit
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+class KVCachedGPT(nn.Module):
+    """A trained GPT of 10.7 (pre-norm blocks, in eval mode, prompts without padding) behind a
+    cache of self-attention keys and values.
+
+    Called with the ids of its previous call plus one new token, it pushes only the new position
+    through the blocks; any other ids start the cache afresh. It returns the logits of the
+    positions it processed, ``(B, m, V)``, so ``model(ids)[:, -1]`` is the next token's logits
+    either way, and a sampling loop written for the GPT runs on it unchanged. ``pos_embed`` is
+    the GPT's (the loop reads ``max_len`` from it).
+    """
+
+    def __init__(self, gpt: nn.Module):
+        super().__init__()
+        self.gpt, self.pos_embed = gpt, gpt.pos_embed
+        self._ids: torch.Tensor | None = None
+        self._keys: list[torch.Tensor] = []
+        self._values: list[torch.Tensor] = []
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids (B, n) -> logits (B, m, V) of the m positions not in the cache yet."""
+        extends = (self._ids is not None and ids.shape[0] == self._ids.shape[0]
+                   and ids.shape[1] == self._ids.shape[1] + 1 and torch.equal(ids[:, :-1], self._ids))
+        start = self._ids.shape[1] if extends else 0  # the positions already cached
+        if not extends:
+            self._keys, self._values = [], []
+        self._ids = ids
+        new = ids[:, start:]  # (B, m)
+        positions = torch.arange(start, ids.shape[1], device=ids.device)  # (m,)
+        x = self.gpt.tok_embed(new) + self.gpt.pos_embed(positions)  # (B, m, d_model)
+        for i, block in enumerate(self.gpt.blocks):
+            x = x + self._attend(i, block.self_attn, block.norm1(x), start)
+            x = x + block.ffn(block.norm2(x))
+        return self.gpt.lm_head(self.gpt.norm(x))  # (B, m, V)
+
+    def _attend(self, i: int, attention: nn.Module, y: torch.Tensor, start: int) -> torch.Tensor:
+        """Self-attention of the new positions y (B, m, d) to block i's cache and to themselves."""
+        B, m, d = y.shape  # batch, new positions, d_model
+        h = attention.num_heads
+
+        def heads(t):  # (B, m, d) -> (B, h, m, d // h)
+            return t.view(B, m, h, d // h).transpose(1, 2)
+
+        k, v = heads(attention.w_k(y)), heads(attention.w_v(y))
+        if start:  # (B, h, start + m, d // h): the cached positions, then the new ones
+            k, v = torch.cat([self._keys[i], k], dim=2), torch.cat([self._values[i], v], dim=2)
+            self._keys[i], self._values[i] = k, v
+        else:
+            self._keys.append(k)
+            self._values.append(v)
+        # (m, start + m): new position j sees the cache and the new positions up to itself
+        sees = torch.ones(m, start + m, dtype=torch.bool, device=y.device).tril(diagonal=start)
+        out = F.scaled_dot_product_attention(heads(attention.w_q(y)), k, v, attn_mask=sees)  # (B, h, m, d_k)
+        return attention.w_o(out.transpose(1, 2).reshape(B, m, d))

@@ -1,6 +1,6 @@
 """Properties of the 10.7 checks that are not "this answer passes / fails with this message" (those are
 declared in tests/answers/s10_7): cases that exercise what they claim, references that agree with PyTorch
-outside the checks, tripwires, and the sampling check's watching of the learner's loop."""
+outside the checks, and tripwires."""
 
 from __future__ import annotations
 
@@ -10,60 +10,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checking import CheckFailure
-from course.visible.s10_7 import gpt, next_token_probs, sample
+from course.visible.s10_7 import gpt
 from course.visible.s10_7 import lm_loss as loss_check
 from grader.checks import s10_7
-from grader.checks.s10_7.next_token_probs import NextTokenProbs, _logits, _options
 from samples import load_solution_namespace
 
 
 @pytest.fixture(scope="module")
 def solution_10_7():
     return load_solution_namespace("10.7-gpt")
-
-
-def _top_p_margins(logits, T, k, p) -> float:
-    """How far every token's strictly-more-likely mass (and that mass plus its own) is from p."""
-    probs = torch.softmax(logits.double() / T, -1)
-    if k is not None:
-        probs = next_token_probs._renormalised(probs, next_token_probs._top_k(probs, k))
-    mass = next_token_probs._strictly_ahead(probs)[1]
-    return min((mass - p).abs().min().item(), (mass + probs - p).abs().min().item())
-
-
-def test_top_p_cases_stay_clear_of_p():
-    """Is no token of a top-p case within 1e-2 of p, so that a right answer's rounding never flips it?"""
-    for _, lead, T, k, p, dtype in next_token_probs.CASES:
-        if T and p is not None:
-            assert _top_p_margins(next_token_probs.case_logits(lead, dtype), T, k, p) > 1e-2
-    for case in NextTokenProbs().cases():
-        o = _options(case)
-        if o["temperature"] and o["top_p"] is not None:
-            assert _top_p_margins(_logits(case, "cpu"), o["temperature"], o["top_k"], o["top_p"]) > 1e-2
-
-
-def test_every_probability_mistake_shows_in_a_visible_case():
-    """Does each known next_token_probs mistake change the result of at least one visible case?"""
-    def probs(lead, T, k, p, dtype, **changes):
-        return next_token_probs.contract_probs(next_token_probs.case_logits(lead, dtype), T, k, p, **changes)
-
-    for mistake, changes in next_token_probs.VARIANTS.items():
-        differs = [case for case, *spec in next_token_probs.CASES
-                   if not torch.allclose(probs(*spec, **changes), probs(*spec))]
-        assert differs, mistake.name
-
-
-def test_contract_probabilities_by_hand():
-    """Top-k keeps ties with the k-th; top-p keeps the token that crosses p and ties together."""
-    logits = torch.tensor([3.0, 1.0, 1.0, 0.0]).log()  # probabilities 3/5, 1/5, 1/5, 0
-    probs = next_token_probs.contract_probs(logits, top_k=2)
-    assert torch.allclose(probs, torch.tensor([0.6, 0.2, 0.2, 0.0]))
-    probs = next_token_probs.contract_probs(logits, top_p=0.7)  # 0.6 < 0.7: both 0.2's kept
-    assert torch.allclose(probs, torch.tensor([0.6, 0.2, 0.2, 0.0]))
-    probs = next_token_probs.contract_probs(logits, top_p=0.5)  # the most likely alone
-    assert torch.allclose(probs, torch.tensor([1.0, 0.0, 0.0, 0.0]))
-    greedy = next_token_probs.contract_probs(torch.tensor([1.0, 2.0, 2.0]), temperature=0)
-    assert greedy.tolist() == [0.0, 1.0, 0.0]
 
 
 def test_loss_reference_is_the_contracts_formula():
@@ -88,42 +43,6 @@ def test_gpt_reference_is_the_notebook_model(solution_10_7):
         assert torch.allclose(model(ids), want)
         for mistake, changes in gpt.MISTAKES.items():
             assert not torch.allclose(gpt.reference_logits(values, ids, cfg, **changes), want), mistake.name
-
-
-def test_sample_cases_stop_early_and_truncate(solution_10_7):
-    """Does a visible case stop before max_new_tokens with rows finishing at different steps, and does
-    another feed the model more than max_len tokens unless it truncates?"""
-    outs = {case[0]: sample.check_case(solution_10_7["sample"], case) for case in sample.CASES}
-    name, B, n0, max_new, *_, eos_id, _ = sample.CASES[1]
-    out = outs[name]
-    assert out.shape[1] < n0 + max_new
-    first_eos = [(row == eos_id).nonzero()[0].item() for row in out]
-    assert len(set(first_eos)) > 1
-    name, B, n0, max_new, *_ = sample.CASES[2]
-    assert n0 + max_new > sample.StandIn().max_len + 1
-
-
-def test_stand_in_refuses_a_long_context():
-    model = sample.StandIn(max_len=4)
-    assert model(torch.zeros(2, 4, dtype=torch.long)).shape == (2, 4, 6)
-    with pytest.raises(sample.ContextTooLong):
-        model(torch.zeros(2, 5, dtype=torch.long))
-
-
-def test_draws_are_watched_and_next_token_probs_restored():
-    """Are multinomial calls counted with their generator, and the learner's next_token_probs put back?"""
-    g = torch.Generator().manual_seed(0)
-    probs = torch.full((2, 3), 1 / 3)
-    with sample.Draws(g) as draws:
-        torch.multinomial(probs, 1, generator=g)
-        probs.multinomial(2)
-    assert draws.calls == [(1, True), (2, False)]
-
-    namespace = {"next_token_probs": "the learner's"}
-    exec("def sample():\n    return next_token_probs", namespace)  # noqa: S102 - a notebook's function
-    with sample.contract_next_token_probs(namespace["sample"]):
-        assert namespace["sample"]() is next_token_probs.contract_probs
-    assert namespace["sample"]() == "the learner's"
 
 
 @pytest.mark.parametrize("call", [

@@ -291,3 +291,32 @@ def test_installed_grader_finds_the_course(tmp_path):
     assert elsewhere.returncode == 0, elsewhere.stderr
     lost = run_installed(site, tmp_path, "autograde", str(subs), "--out", str(tmp_path / "c"))
     assert lost.returncode == 1 and "No course folder here" in lost.stderr, lost.stderr
+
+
+def later_section_imports(root: Path) -> list[str]:
+    """Imports, in the checks of one section, of a later section's checks (10.8's checks build on
+    10.6's Transformer; 10.6's must never need 10.8's)."""
+    pattern = re.compile(r"(?:grader\.checks|course\.visible)\.s(\d+)_(\d+)")
+    found = []
+    for side in ("grader/checks", "course/visible"):
+        for path in sorted((root / side).glob("s*_*/*.py")):
+            own = tuple(map(int, path.parent.name[1:].split("_")))
+            for module in imported_modules(path, package=".".join(path.relative_to(root).parts[:-1])):
+                match = pattern.match(module)
+                if match and (int(match[1]), int(match[2])) > own:
+                    found.append(f"{path.relative_to(root)} imports {module}")
+    return found
+
+
+def test_sections_import_no_later_section():
+    """Does the check of a section import only its own and earlier sections' checks?"""
+    assert later_section_imports(ROOT) == []
+
+
+def test_the_check_finds_a_planted_later_import(tmp_path):
+    """Would 10.6's checks importing 10.8's be caught (testing the test)?"""
+    for side in ("grader/checks", "course/visible"):
+        shutil.copytree(ROOT / side, tmp_path / side, ignore=shutil.ignore_patterns("__pycache__"))
+    (tmp_path / "grader/checks/s10_6/planted_probe.py").write_text("from grader.checks.s10_8 import models\n")
+    found = later_section_imports(tmp_path)
+    assert found == ["grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]

@@ -60,7 +60,13 @@ CASES = [
         "return X @ W_k, X @ W_q, X @ W_v  # deliberately wrong: Q and K swapped",
         "This looks like W_q and W_k swapped",
     ),
-    Case(  # the optional last notebook: a release --through 10.7 runs in the browser too
+    Case(  # the optional last notebook: a release --through 10.8 runs in the browser too
+        "10.8",
+        Path("notebooks/10.8-decoding/decoding.ipynb"),
+        "return greedy_decode(model, src, bos_id, eos_id, max_len)  # deliberately wrong: no cache",
+        "should process only the newest position",
+    ),
+    Case(
         "10.7",
         Path("notebooks/10.7-gpt/gpt.ipynb"),
         "log_probs = logits - logits.exp().sum(-1, keepdim=True).log()\n"

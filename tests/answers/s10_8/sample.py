@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_7.sample import (
+from course.visible.s10_8.sample import (
     EOS_NOT_CONTINUED,
     GRADIENTS_TRACKED,
     NO_EARLY_STOP,

@@ -1,4 +1,4 @@
-"""The notebook's Transformer built by the check (the attribute names of the notebook's table), the
+"""10.6's Transformer built by the check (the attribute names of the notebook's table), the
 models and sources the decoding checks run on, and greedy decoding as the solution writes it."""
 
 from __future__ import annotations
@@ -19,17 +19,6 @@ from grader.checks.s10_6.transformer import (
     token_ids,
     transformer_shapes,
 )
-
-
-def until_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:
-    """float64 copy with everything after each row's first eos (after position 0) set to -1."""
-    out = tokens.detach().to("cpu", torch.float64).clone()
-    for row in out:
-        hits = (row[1:] == eos).nonzero()
-        if len(hits):
-            row[int(hits[0]) + 2:] = -1
-    return out
-
 
 
 class _Attention(nn.Module):

@@ -1,7 +1,8 @@
 """Visible check of ``sample(model, prompt, max_new_tokens, temperature, top_k, top_p, generator, eos_id)``.
 
-The learner's loop runs on a stand-in language model, with the contract's ``next_token_probs``
-put in place of the notebook's for the check (so that sample is graded on its own), and every
+The learner's loop runs on a stand-in language model, with this module's own ``next_token_probs``
+for the stand-in's logits (:func:`untied_probs`) put in place of the notebook's for the check (so
+that sample is graded on its own), and every
 ``torch.multinomial`` call is watched: each step is then checked against the contract from the
 learner's own ids (what the model saw, what was drawn, what was appended, when it stopped).
 """
@@ -9,6 +10,7 @@ learner's own ids (what the model saw, what was drawn, what was appended, when i
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
 
 import torch
@@ -25,7 +27,6 @@ from course.checking import (
     randn,
     visible_check,
 )
-from course.visible.s10_7.next_token_probs import contract_probs
 
 DRAW = ("Draw each step's tokens with one call, torch.multinomial(probs, 1, generator=generator), for the "
         "whole batch.")
@@ -51,6 +52,24 @@ CASES = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, see
      3, 1, 9, 1.0, 3, None, 2, 1),
     ("temperature 0.8, top_p=0.7, a prompt of max_len tokens, 3 new", 2, 6, 3, 0.8, None, 0.7, None, 2),
 ]
+
+
+def untied_probs(logits, temperature=1.0, top_k=None, top_p=None):
+    """The contract's probabilities for logits without ties and ``top_k`` at most V, as the stand-in
+    models give: tokens ranked by sorting, so tied tokens would be split (next_token_probs's own
+    check rejects that), and ``probs.topk`` raises for a ``top_k`` above V."""
+    if temperature == 0:
+        return torch.zeros_like(logits).scatter(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
+    probs = torch.softmax(logits / temperature, dim=-1)  # (B, V)
+    if top_k is not None:
+        probs = probs * (probs >= probs.topk(top_k, dim=-1).values[:, -1:])
+        probs = probs / probs.sum(-1, keepdim=True)
+    if top_p is not None:
+        ordered, index = probs.sort(dim=-1, descending=True)
+        before = torch.zeros_like(probs).scatter(-1, index, ordered.cumsum(-1) - ordered)  # (B, V)
+        probs = probs * (before < top_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
 
 
 class ContextTooLong(ValueError):
@@ -105,13 +124,13 @@ class Draws(TorchFunctionMode):
 
 @contextlib.contextmanager
 def contract_next_token_probs(function) -> Iterator[None]:
-    """While checking ``sample``, the ``next_token_probs`` it calls is the contract's."""
-    namespace = getattr(function, "__globals__", {})
+    """While checking ``sample``, the ``next_token_probs`` it calls is :func:`untied_probs`."""
+    namespace = getattr(inspect.unwrap(function), "__globals__", {})  # under @torch.no_grad() too
     if "next_token_probs" not in namespace:
         yield
         return
     own = namespace["next_token_probs"]
-    namespace["next_token_probs"] = contract_probs
+    namespace["next_token_probs"] = untied_probs
     try:
         yield
     finally:
@@ -157,7 +176,7 @@ def _probs(model, ids, window: int, options) -> torch.Tensor:
     """The contract's next-token probabilities when the model sees the last ``window`` ids."""
     with torch.no_grad():
         logits = model(ids[:, -window:])[:, -1]  # (B, V)
-    return contract_probs(logits, options["temperature"], options["top_k"], options["top_p"])
+    return untied_probs(logits, options["temperature"], options["top_k"], options["top_p"])
 
 
 def verify_steps(got, draws: Draws, model, prompt, options, where: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course.visible.s10_7.sample import StandIn, check_case, contract_next_token_probs
+from course.visible.s10_8.sample import StandIn, check_case, contract_next_token_probs
 from grader.checks.core import Case
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
 

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from course.visible.s10_6.greedy_decode_cached import (
+from course.visible.s10_8.greedy_decode_cached import (
     ALWAYS_POST,
     NO_DECODER_NORM,
     NO_MEMORY_MASK,
@@ -16,8 +16,8 @@ from course.visible.s10_6.greedy_decode_cached import (
     POSITION_ZERO,
 )
 from grader.checks.s10_6.functional import functional_decoder_block
-from grader.checks.s10_6.greedy_decode_cached import attend, cached_greedy
-from grader.checks.s10_6.models import reference_greedy
+from grader.checks.s10_8.greedy_decode_cached import attend, cached_greedy
+from grader.checks.s10_8.models import reference_greedy
 from tests.answers import DEVICE, bug, right
 
 EXERCISE = "greedy_decode_cached"

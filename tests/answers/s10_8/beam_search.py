@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from course.visible.s10_6.beam_search import (
+from course.visible.s10_8.beam_search import (
     DROP_FINISHED,
     FINISHED_COMPETE,
     GREEDY,
@@ -14,7 +14,7 @@ from course.visible.s10_6.beam_search import (
     RAW_LOGITS,
     WIDE_BEAM,
 )
-from grader.checks.s10_6.beam_search import reference_beam
+from grader.checks.s10_8.beam_search import reference_beam
 from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "beam_search"

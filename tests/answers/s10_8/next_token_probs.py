@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_7.next_token_probs import (
+from course.visible.s10_8.next_token_probs import (
     GREEDY_TIES_SPLIT,
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,
@@ -11,6 +11,7 @@ from course.visible.s10_7.next_token_probs import (
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
     TOP_P_TIES_SPLIT,
+    TOP_P_TIES_SPLIT_ASCENDING,
     ZERO_TEMPERATURE,
 )
 from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
@@ -22,8 +23,8 @@ def _greedy(logits):
     return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
 
 
-def _keep_top_k(probs, k, split_ties=False):
-    k = min(k, probs.shape[-1])
+def _keep_top_k(probs, k, split_ties=False, clamp=True):
+    k = min(k, probs.shape[-1]) if clamp else k  # probs.topk(k) raises for k > V
     if split_ties:
         index = probs.topk(k, dim=-1).indices
         return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, True)
@@ -31,7 +32,13 @@ def _keep_top_k(probs, k, split_ties=False):
 
 
 def _keep_top_p(probs, p, kind="ok"):
-    """kind: "ok" (strictly more likely mass < p), "crossing" (without the shift), "sorted" (rank by rank)."""
+    """kind: "ok" (strictly more likely mass < p), "crossing" (without the shift), "sorted" (rank by rank),
+    "hugging face" (transformers' TopPLogitsWarper: ascending sort, drop while the mass is <= 1 - p)."""
+    if kind == "hugging face":
+        ascending, index = probs.sort(dim=-1)
+        remove = ascending.cumsum(dim=-1) <= 1 - p
+        remove[..., -1:] = False  # min_tokens_to_keep=1
+        return ~remove.scatter(-1, index, remove)
     ordered, index = probs.sort(dim=-1, descending=True, stable=True)
     cumulative = ordered.cumsum(-1)
     if kind == "crossing":
@@ -47,7 +54,8 @@ def _renorm(probs, keep, renormalise=True):
     return kept / kept.sum(-1, keepdim=True) if renormalise else kept
 
 
-def make(*, k_split=False, p_kind="ok", p_first=False, times=False, renormalise=True, greedy_split=False,
+def make(*, k_split=False, k_clamp=True, p_kind="ok", p_first=False, times=False, renormalise=True,
+         greedy_split=False,
          choose_at_one=False, no_greedy=False):
     def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
         if temperature == 0 and not no_greedy:
@@ -61,7 +69,7 @@ def make(*, k_split=False, p_kind="ok", p_first=False, times=False, renormalise=
         for kind, value in steps:
             if value is None:
                 continue
-            keep = (_keep_top_k(chooser, value, k_split) if kind == "k"
+            keep = (_keep_top_k(chooser, value, k_split, k_clamp) if kind == "k"
                     else _keep_top_p(chooser, value, p_kind))
             probs = _renorm(probs, keep, renormalise)
             chooser = _renorm(chooser, keep) if choose_at_one else probs
@@ -108,6 +116,9 @@ def answers(solution):
         bug("top-p before top-k", make(p_first=True), mistake=TOP_P_BEFORE_TOP_K),
         bug("top-k splits ties", make(k_split=True), mistake=TOP_K_TIES_SPLIT),
         bug("top-p splits ties", make(p_kind="sorted"), mistake=TOP_P_TIES_SPLIT),
+        bug("top-p as Hugging Face's TopPLogitsWarper", make(p_kind="hugging face"),
+            mistake=TOP_P_TIES_SPLIT_ASCENDING),
+        bug("top_k above V raises (probs.topk(top_k))", make(k_clamp=False), hidden="top_k"),
         bug("temperature multiplied", make(times=True), mistake=TEMPERATURE_MULTIPLIED),
         bug("not renormalised", make(renormalise=False), mistake=NOT_RENORMALISED),
         bug("greedy shares ties", make(greedy_split=True), mistake=GREEDY_TIES_SPLIT),

@@ -1,0 +1,261 @@
+"""Visible check of ``next_token_probs(logits, temperature=1.0, top_k=None, top_p=None)``.
+
+The contract read literally: a token is kept by top-k when fewer than k tokens are strictly more
+likely, and by top-p when the strictly more likely ones hold less than p of the mass (ties are kept
+or dropped together). This module ships no code that computes it: :data:`EXPECTED` holds the
+probabilities of the visible cases, and of each known mistake where it differs, as grading's
+reference computes them (a test holds the two equal).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course.checking import (
+    CheckFailure,
+    Mistake,
+    call_learner,
+    compare_outputs,
+    expect_tensor,
+    passed,
+    visible_check,
+)
+
+ORDER = "The order is: temperature (0: argmax), softmax, top-k, top-p, each renormalised."
+TOP_P_DROPS_CROSSING = Mistake(
+    "top_p_drops_crossing", "top-p dropping the token that takes the mass past p",
+    "Keep every token whose strictly more likely tokens hold less than top_p: the token that crosses p "
+    "is kept (so the most likely token always is).")
+TOP_P_BEFORE_TEMPERATURE = Mistake(
+    "filter_before_temperature", "top-k / top-p chosen on the probabilities before the temperature",
+    "Divide the logits by the temperature first, then choose the tokens. " + ORDER)
+TOP_P_BEFORE_TOP_K = Mistake("top_p_before_top_k", "top-p applied before top-k", ORDER)
+TOP_K_TIES_SPLIT = Mistake(
+    "top_k_ties_split", "top-k keeping exactly k tokens (torch.topk's indices), splitting tied tokens",
+    "Keep every token with fewer than top_k tokens strictly more likely: compare with the k-th largest "
+    "probability (probs >= kth), so ties with it stay.")
+TIES_TOGETHER = ("Tokens of equal probability have the same tokens strictly ahead of them: keep or drop them "
+                 "together.")
+TOP_P_TIES_SPLIT = Mistake(
+    "top_p_ties_split", "top-p deciding token by token in descending sorted order, splitting tied tokens",
+    TIES_TOGETHER)
+TOP_P_TIES_SPLIT_ASCENDING = Mistake(
+    "top_p_ties_split_ascending", "top-p dropping tokens in ascending sorted order while their mass is at "
+    "most 1 - top_p (as Hugging Face's TopPLogitsWarper), splitting tied tokens", TIES_TOGETHER)
+TEMPERATURE_MULTIPLIED = Mistake("temperature_multiplied", "logits multiplied by the temperature",
+                                 "Divide the logits by the temperature: below 1 sharpens, above 1 flattens.")
+NOT_RENORMALISED = Mistake("not_renormalised", "the kept probabilities not renormalised",
+                           "Divide the kept probabilities by their sum, so that they sum to 1.")
+ZERO_TEMPERATURE = Mistake("zero_temperature_divided", "temperature 0 divided by (logits / 0 gives inf and "
+                           "NaN)", "Treat temperature == 0 first: all the mass on logits.argmax(dim=-1).")
+GREEDY_TIES_SPLIT = Mistake("greedy_ties_split", "temperature 0 sharing the mass among tied largest logits",
+                            "At temperature 0 all the mass goes to one token, the lowest index among ties: "
+                            "logits.argmax(dim=-1).")
+
+ROWS = [[2.0, 1.0, 1.0, 0.5, 3.0, -1.0, 1.0, 0.0],  # three tokens tied at 1.0
+        [0.0, 2.5, 2.5, 1.5, -0.5, 0.3, 1.0, -2.0],  # two tokens tied for the largest
+        [1.0, -0.5, 0.2, 2.2, 0.2, 0.2, -1.5, 0.9]]  # three tokens tied at 0.2
+CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
+    ("temperature 1, no filter, rows (3, V)", (3,), 1.0, None, None, torch.float32),
+    ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.5, torch.float32),
+    ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,), float64", (), 0.7, 3, None,
+     torch.float64),
+    ("temperature 1.7, top_p=0.65 (ties across p), rows (3, V)", (3,), 1.7, None, 0.65, torch.float32),
+    ("temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)", (1, 3), 1.2, 3, 0.75, torch.float32),
+    ("temperature 0.9, top_k=8 = V keeps every token, rows (3, V)", (3,), 0.9, 8, None, torch.float32),
+    ("temperature 1, top_k=11 > V keeps every token, then top_p=0.6, rows (3, V)", (3,), 1.0, 11, 0.6,
+     torch.float32),
+]
+MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K, TOP_K_TIES_SPLIT,
+            TOP_P_TIES_SPLIT, TOP_P_TIES_SPLIT_ASCENDING, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED,
+            GREEDY_TIES_SPLIT)
+
+
+def case_logits(lead, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    rows = torch.tensor(ROWS, dtype=torch.float64)  # (3, V)
+    logits = rows[0] if lead == () else rows.reshape(*lead, rows.shape[-1])
+    return logits.to(device, dtype)
+
+
+def learner_probs(next_token_probs, logits, options, where: str):
+    out = expect_tensor(call_learner("next_token_probs", where, next_token_probs, logits.clone(), **options),
+                        "next_token_probs", where)
+    if options["temperature"] == 0 and not bool(torch.isfinite(out).all()):
+        raise CheckFailure(f"next_token_probs gives inf or NaN at temperature 0 in {where}.\n"
+                           f"{ZERO_TEMPERATURE.sentence()}", ZERO_TEMPERATURE)
+    if out.dtype != logits.dtype:
+        raise CheckFailure(f"next_token_probs returns {out.dtype} for logits of {logits.dtype} in {where}: "
+                           "keep the logits' dtype.")
+    return out
+
+
+def _expected(case: str, kind: str, like: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The snapshot ``kind`` ("reference" or a mistake's name) of ``case``, shaped and typed like ``like``."""
+    values = torch.tensor(EXPECTED[case][kind], dtype=torch.float64)
+    return {"output": values.reshape(like.shape).to(like.device, like.dtype)}
+
+
+@visible_check
+def check_next_token_probs(next_token_probs) -> None:
+    """Temperature 0 and T, top-k and top-p with ties, and their order, against the contract."""
+    for case, lead, temperature, top_k, top_p, dtype in CASES:
+        logits, where = case_logits(lead, dtype), f"case '{case}'"
+        options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
+        got = {"output": learner_probs(next_token_probs, logits, options, where)}
+        variants = {m: (lambda m=m, case=case, logits=logits: _expected(case, m.name, logits))
+                    for m in MISTAKES if m.name in EXPECTED[case]}
+        compare_outputs(got, _expected(case, "reference", logits), "next_token_probs", where,
+                        against="the contract's probabilities", variants=variants)
+    passed("next_token_probs applies the temperature, then top-k and top-p with their ties, and "
+           "renormalises; temperature 0 is greedy.")
+
+
+#: Written by the hidden check's ``snapshot()`` (the case's logits in float64):
+#: {case: {"reference": probabilities, mistake name: probabilities where that mistake differs}}.
+EXPECTED: dict[str, dict[str, list[float]]] = {
+    'temperature 1, no filter, rows (3, V)': {
+        'reference': [
+            0.191198276672, 0.0703379151749, 0.0703379151749, 0.0426621020939, 0.519730801109,
+            0.00951920167247, 0.0703379151749, 0.0258758729277, 0.0288544631791, 0.351519323418,
+            0.351519323418, 0.12931673226, 0.0175011165877, 0.0389494512601, 0.0784345629296,
+            0.00390502694698, 0.145387796238, 0.0324404022583, 0.065326947879, 0.48270448265,
+            0.065326947879, 0.065326947879, 0.0119341570542, 0.131552318162
+        ],
+    },
+    'temperature 0 with ties for the largest, rows (3, V)': {
+        'reference': [
+            0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'greedy_ties_split': [
+            0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+    },
+    'temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,), float64': {
+        'reference': [
+            0.169730673269, 0.0406761317649, 0.0406761317649, 0.0, 0.708240931436, 0.0,
+            0.0406761317649, 0.0
+        ],
+        'top_k_ties_split': [
+            0.18476143415, 0.0, 0.0, 0.0, 0.770960296661, 0.0, 0.0442782691886, 0.0
+        ],
+        'temperature_multiplied': [
+            0.222049092082, 0.110266315848, 0.110266315848, 0.0, 0.447151960372, 0.0,
+            0.110266315848, 0.0
+        ],
+        'not_renormalised': [
+            0.164468204687, 0.0394149757149, 0.0394149757149, 0.0, 0.686282050471, 0.0,
+            0.0394149757149, 0.0
+        ],
+    },
+    'temperature 1.7, top_p=0.65 (ties across p), rows (3, V)': {
+        'reference': [
+            0.223877581379, 0.124320647712, 0.124320647712, 0.0, 0.403160475485, 0.0,
+            0.124320647712, 0.0, 0.0, 0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0,
+            0.0, 0.171162226927, 0.0, 0.10691387106, 0.346711892882, 0.10691387106, 0.10691387106,
+            0.0, 0.161384267011
+        ],
+        'top_p_drops_crossing': [
+            0.297963649074, 0.165461113254, 0.0, 0.0, 0.536575237672, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0,
+            0.237588920716
+        ],
+        'filter_before_temperature': [
+            0.35703986214, 0.0, 0.0, 0.0, 0.64296013786, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0, 0.237588920716
+        ],
+        'top_p_ties_split': [
+            0.255661596673, 0.141970513964, 0.141970513964, 0.0, 0.460397375399, 0.0, 0.0, 0.0, 0.0,
+            0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0, 0.0, 0.217715933386, 0.0,
+            0.135992932832, 0.441012627203, 0.0, 0.0, 0.0, 0.205278506579
+        ],
+        'top_p_ties_split_ascending': [
+            0.255661596673, 0.0, 0.141970513964, 0.0, 0.460397375399, 0.0, 0.141970513964, 0.0, 0.0,
+            0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0, 0.0, 0.217715933386, 0.0,
+            0.0, 0.441012627203, 0.0, 0.135992932832, 0.0, 0.205278506579
+        ],
+        'temperature_multiplied': [
+            0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'not_renormalised': [
+            0.18656238725, 0.103599282602, 0.103599282602, 0.0, 0.335962986056, 0.0, 0.103599282602,
+            0.0, 0.0, 0.269168798664, 0.269168798664, 0.149471149311, 0.0, 0.0, 0.0, 0.0,
+            0.154178017956, 0.0, 0.0963049443093, 0.312308114974, 0.0963049443093, 0.0963049443093,
+            0.0, 0.145370312503
+        ],
+    },
+    'temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)': {
+        'reference': [
+            0.217166088176, 0.09437999287, 0.09437999287, 0.0, 0.499693933214, 0.0, 0.09437999287,
+            0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863,
+            0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_drops_crossing': [
+            0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'filter_before_temperature': [
+            0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_before_top_k': [
+            0.217166088176, 0.09437999287, 0.09437999287, 0.0, 0.499693933214, 0.0, 0.09437999287,
+            0.0, 0.0, 0.410745393842, 0.410745393842, 0.178509212316, 0.0, 0.0, 0.0, 0.0,
+            0.21559501156, 0.0, 0.0, 0.586048002231, 0.0, 0.0, 0.0, 0.198356986208
+        ],
+        'top_k_ties_split': [
+            0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_ties_split': [
+            0.267696470045, 0.116340406305, 0.0, 0.0, 0.61596312365, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_ties_split_ascending': [
+            0.267696470045, 0.0, 0.0, 0.0, 0.61596312365, 0.0, 0.116340406305, 0.0, 0.0, 0.5, 0.5,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        ],
+        'temperature_multiplied': [
+            0.231475216501, 0.0, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.191545348561, 0.0, 0.0, 0.808454651439, 0.0, 0.0, 0.0, 0.0
+        ],
+        'not_renormalised': [
+            0.193714509859, 0.0841879789466, 0.0841879789466, 0.0, 0.445732416902, 0.0,
+            0.0841879789466, 0.0, 0.0, 0.321429722763, 0.321429722763, 0.139692781674, 0.0, 0.0,
+            0.0, 0.0, 0.151754351587, 0.0, 0.0, 0.41251109631, 0.0, 0.0, 0.0, 0.139620743574
+        ],
+    },
+    'temperature 0.9, top_k=8 = V keeps every token, rows (3, V)': {
+        'reference': [
+            0.186628850573, 0.0614369089313, 0.0614369089313, 0.0352496366589, 0.566928389988,
+            0.00665779637375, 0.0614369089313, 0.0202245996128, 0.0229481818134, 0.369081131091,
+            0.369081131091, 0.121498920287, 0.0131665978151, 0.0320267676719, 0.0697104211308,
+            0.00248684909965, 0.139413699953, 0.0263318466225, 0.0573146855159, 0.528889277592,
+            0.0573146855159, 0.0573146855159, 0.00866825926416, 0.124752860021
+        ],
+        'temperature_multiplied': [
+            0.193384069826, 0.0786240954684, 0.0786240954684, 0.0501329366664, 0.475648059792,
+            0.0129964755684, 0.0786240954684, 0.031966171742, 0.0352045839346, 0.334011792601,
+            0.334011792601, 0.135799060867, 0.0224474337828, 0.0461167534572, 0.0865893041726,
+            0.0058192785847, 0.149622047464, 0.038788058583, 0.0728288691446, 0.440588983557,
+            0.0728288691446, 0.0728288691446, 0.0157700477801, 0.136744255182
+        ],
+    },
+    'temperature 1, top_k=11 > V keeps every token, then top_p=0.6, rows (3, V)': {
+        'reference': [
+            0.26894142137, 0.0, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.231475216501, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_drops_crossing': [
+            0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'not_renormalised': [
+            0.191198276672, 0.0, 0.0, 0.0, 0.519730801109, 0.0, 0.0, 0.0, 0.0, 0.351519323418,
+            0.351519323418, 0.0, 0.0, 0.0, 0.0, 0.0, 0.145387796238, 0.0, 0.0, 0.48270448265, 0.0,
+            0.0, 0.0, 0.0
+        ],
+    },
+}

@@ -1,0 +1,102 @@
+"""Does a model saved by one notebook load in another, and does every other situation fall back
+to training with a reason (course/checkpoints.py)?"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from course import checkpoints
+
+
+@pytest.fixture
+def course_tree(tmp_path, monkeypatch):
+    """A learner's folder of notebooks, the working folder inside 10.8's; quick mode off."""
+    monkeypatch.delenv("COURSE_QUICK", raising=False)
+    monkeypatch.delenv("COURSE_GRADING_DIR", raising=False)
+    (tmp_path / "10.6-encoder-decoder").mkdir()
+    here = tmp_path / "10.8-decoding"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    return tmp_path
+
+
+def model(seed: int = 0, width: int = 4) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, width), nn.LayerNorm(width))
+
+
+def test_folder_is_beside_the_assignment_folders(tmp_path):
+    """Do the notebooks of one course share one folder, and does a notebook elsewhere (Colab) use its own?"""
+    assert checkpoints.folder(tmp_path / "10.6-encoder-decoder") == tmp_path / "checkpoints"
+    assert checkpoints.folder(tmp_path / "10.8-decoding") == tmp_path / "checkpoints"
+    assert checkpoints.folder(tmp_path / "content") == tmp_path / "content" / "checkpoints"
+
+
+def test_saved_model_loads_in_another_notebook(course_tree, monkeypatch, capsys):
+    """Does what 10.6 saves load, weights equal and in eval mode, in 10.8?"""
+    monkeypatch.chdir(course_tree / "10.6-encoder-decoder")
+    trained = model(seed=1)
+    path = checkpoints.save("translator", trained, size={"d_model": 4}, words=["<pad>", "a"])
+    assert path == course_tree / "checkpoints" / "translator.pt"
+    monkeypatch.chdir(course_tree / "10.8-decoding")
+    fresh = model(seed=2).train()
+    assert checkpoints.load("translator", fresh, size={"d_model": 4}, words=["<pad>", "a"])
+    assert not fresh.training
+    for a, b in zip(trained.state_dict().values(), fresh.state_dict().values()):
+        assert torch.equal(a, b)
+    assert "loaded translator" in capsys.readouterr().out
+
+
+def test_missing_file_means_training(course_tree, capsys):
+    assert not checkpoints.load("translator", model())
+    assert "no saved translator" in capsys.readouterr().out
+
+
+def test_other_extras_mean_training(course_tree, capsys):
+    """Is a model trained on another vocabulary (or size) refused, with what differs named?"""
+    checkpoints.save("gpt", model(), words=["a", "b"], size=1)
+    before = [p.clone() for p in model(seed=3).parameters()]
+    target = model(seed=3)
+    assert not checkpoints.load("gpt", target, words=["a", "c"], size=1)
+    assert "another words" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(before, target.parameters()))
+
+
+def test_weights_that_do_not_fit_leave_the_model_untouched(course_tree, capsys):
+    """Is a state dict of another shape (or with other names) refused before anything is copied?"""
+    checkpoints.save("gpt", model(width=4))
+    target = model(seed=5, width=6)
+    before = [p.clone() for p in target.parameters()]
+    assert not checkpoints.load("gpt", target)
+    assert "do not fit" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(before, target.parameters()))
+    assert not checkpoints.load("gpt", nn.Sequential(nn.Linear(3, 4)))  # a key missing
+
+
+def test_damaged_file_means_training(course_tree, capsys):
+    path = checkpoints.path("gpt")
+    path.parent.mkdir()
+    path.write_bytes(b"not a checkpoint")
+    assert not checkpoints.load("gpt", model())
+    assert "could not read" in capsys.readouterr().out
+
+
+def test_quick_mode_neither_saves_nor_loads(course_tree, monkeypatch):
+    """While grading and testing, does nothing depend on (or leave behind) a checkpoint?"""
+    checkpoints.save("gpt", model())
+    monkeypatch.setenv("COURSE_QUICK", "1")
+    assert checkpoints.save("other", model()) is None
+    assert not checkpoints.path("other").exists()
+    assert not checkpoints.load("gpt", model())
+
+
+def test_read_only_folder_is_said_not_raised(course_tree, monkeypatch, capsys):
+    """Does a folder that cannot be written (a sandbox) end in a sentence, not an exception?"""
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(torch, "save", refuse)
+    assert checkpoints.save("gpt", model()) is None
+    assert "not saved" in capsys.readouterr().out

@@ -1,0 +1,284 @@
+"""The 10.8 checks beyond "this answer passes, that bug fails" (those are declared in
+tests/answers/s10_8/): registration, records, the decoding cases and their models, the snapshot the
+visible next_token_probs check ships, the sampling check's watching of the learner's loop, the
+visible tests' wording of what grading says, and what the student release holds (nothing that earns
+these exercises' points)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+import pytest
+import torch
+
+import course
+from course.checking import CheckFailure, single_thread
+from course.visible.s10_8 import next_token_probs, sample
+from grader.checks import s10_8
+from grader.checks.common import sinusoidal_table
+from grader.checks.core import close, tolerance
+from grader.checks.s10_6 import transformer
+from grader.checks.s10_8 import beam_search, greedy_decode_cached, models
+from grader.checks.s10_8 import next_token_probs as probs_check
+from grader.checks.s10_8.next_token_probs import NextTokenProbs, _logits, _options, contract_probs
+from samples import load_solution_namespace
+from tests import catalogue
+from tests.answers import declared
+
+ASSIGNMENT = "10.8-decoding"
+NAMES = ("greedy_decode_cached", "beam_search", "next_token_probs", "sample")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Hundreds of tiny tensor ops: one thread avoids waking (and waiting for) the others."""
+    with single_thread():
+        yield
+
+
+def test_every_exercise_is_registered():
+    """Can the clean-process verifier find every 10.8 exercise by name?"""
+    from grader.checks import EXERCISES, SECTIONS
+
+    assert SECTIONS["10.8"] is s10_8
+    for name in NAMES:
+        assert EXERCISES[name].name == name
+        assert getattr(s10_8, f"check_{name}") == EXERCISES[name].check
+
+
+def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
+    """Do the solution's saved records pass the clean-process verification?"""
+    from grader.autograde.worker.verify import verify_records
+
+    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path))
+    for name in NAMES:
+        getattr(s10_8, f"check_{name}")(solution[name])
+    verdicts = verify_records(tmp_path)
+    assert set(verdicts) == set(NAMES)
+    assert all(v.passed for v in verdicts.values()), {k: v.reason for k, v in verdicts.items()}
+
+
+# ---------------------------------------------------------------- the decoding cases
+
+
+@pytest.mark.parametrize("case", transformer.TRANSFORMER_CASES, ids=str)
+def test_notebook_transformer_matches_the_functional_model(case):
+    """Does the check's own model (the notebook's layout) compute what the functional model does?"""
+    device = torch.device("cpu")
+    src, tgt, p = transformer.transformer_inputs(case, device)
+    model = models.NotebookTransformer(case).to(device, case.dtype).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(p[name])
+        model.pos_encoding.pe.copy_(sinusoidal_table(models.DECODE_MAX_LEN, 12, case.dtype, device))
+        memory, logits = transformer.functional_transformer(src, tgt, p, case)
+        assert close(model(src, tgt), logits, *tolerance(case.dtype, device))
+
+
+@pytest.mark.parametrize("case", greedy_decode_cached.CACHED_CASES, ids=str)
+def test_cached_cases_are_decisive(case):
+    """Is every greedy choice of a case clear (no near-ties that rounding could flip), does the
+    check's cached decoder agree with plain greedy decoding, and do the sentences of a batch end
+    at different steps?"""
+    p, device = case.params, torch.device("cpu")
+    model, src = models.decoding_model(case, device), models.decoding_source(case, device)
+    ys, margin = models.reference_greedy(model, src, p["bos"], p["eos"], p["max_len"])
+    assert margin > (1e-2 if case.dtype == torch.float32 else 1e-3)
+    assert torch.equal(greedy_decode_cached.cached_greedy(model, src, p["bos"], p["eos"], p["max_len"]), ys)
+    ends = {next((i for i, w in enumerate(row) if i and w == p["eos"]), None) for row in ys.tolist()}
+    assert len(ys) == 1 or "max_len" in case.name or len(ends) >= min(len(ys), 3)
+
+
+def test_cached_cases_cover_padding_pre_norm_and_float32():
+    """Do the cases include padded batches, pre-norm, float32 and confident models?"""
+    cases = greedy_decode_cached.CACHED_CASES
+    assert any(any(c.params["short"]) for c in cases)
+    assert any(c.params.get("norm_first") for c in cases)
+    assert any(c.dtype == torch.float32 for c in cases)
+    assert any(c.params.get("confident") for c in cases) and any(not c.params.get("confident") for c in cases)
+
+
+def test_exhaustive_case_is_exhaustive():
+    """Is the wide beam as wide as every hypothesis, so that it must find the exhaustive optimum,
+    and is greedy wrong there (the case would prove nothing otherwise)?"""
+    case = next(c for c in beam_search.BEAM_CASES if c.params.get("exhaustive"))
+    p = case.params
+    model, src = beam_search.beam_model(case, torch.device("cpu"))
+    assert p["beam_size"] >= p["vocab"] ** (p["max_len"] - 2)
+    best = beam_search.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
+    assert beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"]) == best
+    assert beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], 1)[0] != best[0]
+
+
+def test_scripted_cases_show_what_their_names_say():
+    """Is greedy wrong in the first case, and does the refill case need the refill?"""
+    device = torch.device("cpu")
+    greedy_case, refill_case = beam_search.BEAM_CASES[0], beam_search.BEAM_CASES[2]
+    for case, switch in ((greedy_case, {"width": 1}), (refill_case, {"no_refill": True})):
+        p = case.params
+        model, src = beam_search.beam_model(case, device)
+        right = beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"])
+        assert right == beam_search.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
+        wrong = beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"],
+                                           **switch)
+        assert wrong != right
+
+
+# ---------------------------------------------------------------- next_token_probs: the snapshot, the cases
+
+
+def test_visible_snapshot_is_the_hidden_reference():
+    """Are the probabilities the visible check ships (the reference and each mistake where it differs)
+    what grading's reference computes today? If not, paste grader.checks.s10_8.next_token_probs.snapshot()
+    into course/visible/s10_8/next_token_probs.py (EXPECTED)."""
+    fresh = probs_check.snapshot()
+    assert fresh.keys() == next_token_probs.EXPECTED.keys()
+    for case, entry in fresh.items():
+        assert entry.keys() == next_token_probs.EXPECTED[case].keys(), case
+        for kind, values in entry.items():
+            shipped = torch.tensor(next_token_probs.EXPECTED[case][kind], dtype=torch.float64)
+            fresh_values = torch.tensor(values, dtype=torch.float64)
+            assert torch.allclose(shipped, fresh_values, rtol=1e-11, atol=1e-12), (case, kind)
+
+
+def test_visible_cases_include_top_k_of_v_or_more():
+    """Does a visible case use a top_k equal to V and one above it (grading has both)?"""
+    V = len(next_token_probs.ROWS[0])
+    ks = {k for _, _, _, k, _, _ in next_token_probs.CASES if k is not None}
+    assert V in ks and any(k > V for k in ks)
+    hidden = {_options(c)["top_k"] - _logits(c, "cpu").shape[-1] for c in NextTokenProbs().cases()
+              if _options(c)["top_k"] is not None}
+    assert 0 in hidden and any(d > 0 for d in hidden)
+
+
+def _top_p_margins(logits, T, k, p) -> float:
+    """How far every token's strictly-more-likely mass (and that mass plus its own) is from p."""
+    probs = torch.softmax(logits.double() / T, -1)
+    if k is not None:
+        probs = probs_check._renormalised(probs, probs_check._top_k(probs, k))
+    mass = probs_check._strictly_ahead(probs)[1]
+    return min((mass - p).abs().min().item(), (mass + probs - p).abs().min().item())
+
+
+def test_top_p_cases_stay_clear_of_p():
+    """Is no token of a top-p case within 1e-2 of p, so that a right answer's rounding never flips it?"""
+    for _, lead, T, k, p, dtype in next_token_probs.CASES:
+        if T and p is not None:
+            assert _top_p_margins(next_token_probs.case_logits(lead, dtype), T, k, p) > 1e-2
+    for case in NextTokenProbs().cases():
+        o = _options(case)
+        if o["temperature"] and o["top_p"] is not None:
+            assert _top_p_margins(_logits(case, "cpu"), o["temperature"], o["top_k"], o["top_p"]) > 1e-2
+
+
+def test_every_probability_mistake_shows_in_a_visible_case():
+    """Does each known next_token_probs mistake change the result of at least one visible case?"""
+    def probs(lead, T, k, p, dtype, **changes):
+        return contract_probs(next_token_probs.case_logits(lead, dtype), T, k, p, **changes)
+
+    for mistake, changes in probs_check.VARIANTS.items():
+        differs = [case for case, *spec in next_token_probs.CASES
+                   if not torch.allclose(probs(*spec, **changes), probs(*spec))]
+        assert differs, mistake.name
+
+
+def test_contract_probabilities_by_hand():
+    """Top-k keeps ties with the k-th; top-p keeps the token that crosses p and ties together."""
+    logits = torch.tensor([3.0, 1.0, 1.0, 0.0]).log()  # probabilities 3/5, 1/5, 1/5, 0
+    probs = contract_probs(logits, top_k=2)
+    assert torch.allclose(probs, torch.tensor([0.6, 0.2, 0.2, 0.0]))
+    probs = contract_probs(logits, top_p=0.7)  # 0.6 < 0.7: both 0.2's kept
+    assert torch.allclose(probs, torch.tensor([0.6, 0.2, 0.2, 0.0]))
+    probs = contract_probs(logits, top_p=0.5)  # the most likely alone
+    assert torch.allclose(probs, torch.tensor([1.0, 0.0, 0.0, 0.0]))
+    greedy = contract_probs(torch.tensor([1.0, 2.0, 2.0]), temperature=0)
+    assert greedy.tolist() == [0.0, 1.0, 0.0]
+
+
+# ---------------------------------------------------------------- sample
+
+
+def test_sample_cases_stop_early_and_truncate(solution):
+    """Does a visible case stop before max_new_tokens with rows finishing at different steps, and does
+    another feed the model more than max_len tokens unless it truncates?"""
+    outs = {case[0]: sample.check_case(solution["sample"], case) for case in sample.CASES}
+    name, B, n0, max_new, *_, eos_id, _ = sample.CASES[1]
+    out = outs[name]
+    assert out.shape[1] < n0 + max_new
+    first_eos = [(row == eos_id).nonzero()[0].item() for row in out]
+    assert len(set(first_eos)) > 1
+    name, B, n0, max_new, *_ = sample.CASES[2]
+    assert n0 + max_new > sample.StandIn().max_len + 1
+
+
+def test_stand_in_refuses_a_long_context():
+    model = sample.StandIn(max_len=4)
+    assert model(torch.zeros(2, 4, dtype=torch.long)).shape == (2, 4, 6)
+    with pytest.raises(sample.ContextTooLong):
+        model(torch.zeros(2, 5, dtype=torch.long))
+
+
+def test_draws_are_watched_and_next_token_probs_restored():
+    """Are multinomial calls counted with their generator, and the learner's next_token_probs put back?"""
+    g = torch.Generator().manual_seed(0)
+    probs = torch.full((2, 3), 1 / 3)
+    with sample.Draws(g) as draws:
+        torch.multinomial(probs, 1, generator=g)
+        probs.multinomial(2)
+    assert draws.calls == [(1, True), (2, False)]
+
+    namespace = {"next_token_probs": "the learner's", "torch": torch}
+    exec("def sample():\n    return next_token_probs\n\n"  # noqa: S102 - a notebook's functions
+         "@torch.no_grad()\ndef decorated():\n    return next_token_probs", namespace)
+    for function in (namespace["sample"], namespace["decorated"]):
+        with sample.contract_next_token_probs(function):
+            assert function() is sample.untied_probs
+        assert function() == "the learner's"
+
+
+# ---------------------------------------------------------------- one wording on both sides
+
+DECODING = [e for e in declared("10.8", load_solution_namespace(ASSIGNMENT))
+            if e.exercise in ("greedy_decode_cached", "beam_search")
+            and not e.correct and e.hidden and not e.grading_only and e.label != "one cache for all blocks"]
+
+
+@pytest.mark.parametrize("entry", DECODING, ids=lambda e: f"{e.exercise}: {e.label}")
+def test_visible_test_says_what_grading_says(entry):
+    """Does the visible test reject each decoding bug with the hidden check's words (the one wording
+    of each message), so that a learner reads before grading what grading will say?"""
+    failure = catalogue.run_visible(entry)
+    assert re.search(entry.hidden, str(failure), flags=re.IGNORECASE), catalogue.message(failure)
+
+
+# ---------------------------------------------------------------- what the release holds
+
+
+def _shipped_functions():
+    """Every function of the course package the release ships (the visible checks included)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(course.__path__, "course."):
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isfunction(value) and value.__module__ == info.name:
+                yield f"{info.name}.{name}", value
+
+
+def test_no_shipped_function_earns_the_probabilities():
+    """Does no function the release ships pass the visible or the hidden check of next_token_probs when
+    handed in as the answer (contract_probs did)?"""
+    from course.visible import s10_8 as visible
+
+    for name, function in _shipped_functions():
+        try:
+            signature = inspect.signature(function)
+            signature.bind(torch.zeros(3), 1.0, None, None)
+        except (TypeError, ValueError):
+            continue  # cannot even be called as next_token_probs
+        for check in (visible.check_next_token_probs, s10_8.check_next_token_probs):
+            with pytest.raises((CheckFailure, AssertionError)):
+                check(function)
+                pytest.fail(f"{name} passes {check.__module__}'s check of next_token_probs")
