@@ -204,6 +204,21 @@ def test_accuracy_by_position_draws_every_model_and_the_guides():
     assert list(ax.lines[1].get_ydata()) == [0.5] * 9
 
 
+def test_loss_curves_draw_each_run_smoothed_and_the_blind_guess():
+    """Does the 10.5 training figure draw one running mean per run, at the steps it ends on, and
+    the blind guess as a line at its loss?"""
+    from course.figures_block import loss_curves
+
+    ax = loss_curves({"post-norm": [2.0] * 6, "pre-norm": [4.0, 2.0, 0.0, 2.0, 4.0, 6.0]},
+                     blind=1.5, smooth=2)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["post-norm", "pre-norm", "blind guess (ignores the input)"]
+    assert list(ax.lines[0].get_xdata()) == [2, 3, 4, 5, 6]  # the first mean covers steps 1 and 2
+    assert list(ax.lines[1].get_ydata()) == [3.0, 1.0, 1.0, 3.0, 5.0]
+    assert list(ax.lines[2].get_ydata()) == [1.5, 1.5]
+    plt.close(ax.figure)
+
+
 def test_positions_picture_lights_the_encoding_and_the_sum():
     """Does 10.4 light what it builds, the positional encoding and the (+) that adds it, in a
     colour of their own, while the embeddings (built in 10.1) stay gray?"""
