@@ -94,7 +94,7 @@ def loss_curves(losses: Mapping[str, Sequence[float]], *, blind: float | None = 
     ax.set_xlabel("training step")
     ax.set_ylabel(f"loss (mean of {smooth} steps)" if smooth > 1 else "loss")
     ax.set_ylim(bottom=0)
-    ax.legend()
+    ax.legend(loc="upper right")
     return ax
 
 
