@@ -74,33 +74,28 @@ def order_comparison(out, out_reordered, labels, *, title="", vmax=0.1):
     return fig
 
 
-def gradient_norms_per_layer(per_layer: Mapping[str, Sequence[float]],
-                             top_by_depth: Mapping[str, Mapping[int, float]], *,
-                             title="Gradient norms at initialisation"):
-    """Left: each block's gradient norm in one deep stack. Right: the top block's against depth.
+def loss_curves(losses: Mapping[str, Sequence[float]], *, blind: float | None = None, smooth: int = 10,
+                title="Training loss", ax=None):
+    """The loss of every step for several runs (one curve each, a running mean of ``smooth`` steps).
 
-    ``per_layer`` maps a label ("post-norm", "pre-norm") to one norm per block (bottom first);
-    ``top_by_depth`` maps the same labels to {depth: gradient norm of the top block}.
+    ``blind``, when given, is drawn as a dashed line: the loss of the best guess that ignores
+    the input, which a run that learns nothing about its input stays at.
     """
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
-    for label, norms in per_layer.items():
-        left.plot(range(1, len(norms) + 1), list(norms), marker="o", markersize=3, label=label)
-    left.set_title(f"Per block, in a stack of {max(len(v) for v in per_layer.values())}")
-    left.set_xlabel("block (1 = nearest the input)")
-    left.set_ylabel("‖gradient of the block's parameters‖")
-    left.set_yscale("log")
-    left.legend()
-    for label, by_depth in top_by_depth.items():
-        depths = sorted(by_depth)
-        right.plot(depths, [by_depth[L] for L in depths], marker="o", label=label)
-    right.set_title("Top block, as the stack gets deeper")
-    right.set_xlabel("number of blocks")
-    right.set_ylabel("‖gradient of the top block‖")
-    right.set_yscale("log")
-    right.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 3.4))
+    for label, values in losses.items():
+        values = torch.as_tensor(values, dtype=torch.float64)
+        window = max(1, min(smooth, len(values)))
+        mean = values.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
+        ax.plot(range(window, len(values) + 1), mean.numpy(), label=label)
+    if blind is not None:
+        ax.axhline(blind, color="gray", linestyle="--", label="blind guess (ignores the input)")
+    ax.set_title(title)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(f"loss (mean of {smooth} steps)" if smooth > 1 else "loss")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right")
+    return ax
 
 
 def similarity_heatmap(pe, *, title="pe[p] · pe[q]: it depends only on p − q", ax=None):

@@ -46,6 +46,31 @@ def test_cost_figure_has_both_panels_and_the_guide(attention):
     assert list(memory_axis.lines[0].get_ydata()) == [n * n * 4 / 2**20 for n in LENGTHS]
 
 
+def test_cost_times_one_head_in_4d_where_torch_runs_its_fused_kernel():
+    """Are both functions timed on (1, 1, n, d) inputs, the 4-D layout for which PyTorch's CPU
+    backend runs its fused (flash) kernel rather than the plain matrix products?"""
+    shapes = []
+
+    def recording(Q, K, V):
+        shapes.append(tuple(Q.shape))
+        return V, Q @ K.transpose(-2, -1)
+
+    measure_attention_cost(recording, LENGTHS, d=4, min_run_time=0.01)
+    assert {shape for shape in shapes} == {(1, 1, n, 4) for n in LENGTHS}
+
+
+def test_cost_figure_draws_what_was_measured():
+    """Does the figure of a given measurement plot its times and sizes, nothing re-measured?"""
+    from course.plotting import attention_cost_figure
+
+    cost = {"lengths": [8, 16], "yours_s": [0.002, 0.008], "fused_s": [0.001, 0.002],
+            "weights_mb": [1.0, 4.0], "inputs_mb": [0.5, 1.0]}
+    time_axis, memory_axis = attention_cost_figure(cost).axes
+    assert list(time_axis.lines[0].get_ydata()) == [2.0, 8.0]
+    assert list(time_axis.lines[1].get_ydata()) == [1.0, 2.0]
+    assert list(memory_axis.lines[0].get_ydata()) == [1.0, 4.0]
+
+
 def test_cost_stops_growing_when_a_call_gets_slow(attention):
     """A slow (loop-like) attention is not run at every length: measuring stops after the slow one."""
     def slow_from_32(Q, K, V):
@@ -177,6 +202,21 @@ def test_accuracy_by_position_draws_every_model_and_the_guides():
     assert labels == ["a", "b", "longest training sequence (6)", "guessing"]
     assert list(ax.lines[0].get_xdata()) == list(range(4, 13))  # positions 3 .. 12, first mean at 4
     assert list(ax.lines[1].get_ydata()) == [0.5] * 9
+
+
+def test_loss_curves_draw_each_run_smoothed_and_the_blind_guess():
+    """Does the 10.5 training figure draw one running mean per run, at the steps it ends on, and
+    the blind guess as a line at its loss?"""
+    from course.figures_block import loss_curves
+
+    ax = loss_curves({"post-norm": [2.0] * 6, "pre-norm": [4.0, 2.0, 0.0, 2.0, 4.0, 6.0]},
+                     blind=1.5, smooth=2)
+    labels = [line.get_label() for line in ax.lines]
+    assert labels == ["post-norm", "pre-norm", "blind guess (ignores the input)"]
+    assert list(ax.lines[0].get_xdata()) == [2, 3, 4, 5, 6]  # the first mean covers steps 1 and 2
+    assert list(ax.lines[1].get_ydata()) == [3.0, 1.0, 1.0, 3.0, 5.0]
+    assert list(ax.lines[2].get_ydata()) == [1.5, 1.5]
+    plt.close(ax.figure)
 
 
 def test_positions_picture_lights_the_encoding_and_the_sum():
