@@ -18,22 +18,44 @@ import json
 import shutil
 from pathlib import Path
 
+from grader import late
 from grader.autograde.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
 PARTS = ("feedback", "autograded")
+#: Files of nbgrader's exchange copied from a submission beside its feedback pages, where
+#: ``nbgrader release_feedback`` reads them.
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 
 class Out:
     """The output folder of one run, and the only code that writes into it."""
 
-    def __init__(self, root: Path, exercises: list[str]):
+    def __init__(self, root: Path, exercises: list[str], policy: late.Policy | None = None,
+                 lms: dict[tuple[str, str], dict] | None = None):
         self.root, self.exercises = root, exercises
+        self.policy, self.lms = policy, lms or {}
+        self.sources: dict[tuple[str, str], Path] = {}  # submission folders, for EXCHANGE_FILES
         self.csv = root / "grades.csv"
         self._rows = None
 
+    def settle(self, results: list[Result]) -> list[Result]:
+        """What the run knows besides the grading: the LMS's ids and markers, the late policy
+        (applied again to kept results: the policy may have changed since). Returns the
+        results this changed."""
+        changed = []
+        for result in results:
+            before = (dict(result.lms), result.late_penalty)
+            result.lms = self.lms.get(result.key, result.lms)
+            late.apply([result], self.policy)
+            if (result.lms, result.late_penalty) != before:
+                changed.append(result)
+        return changed
+
     def start(self, kept: list[Result]) -> None:
         """grades.csv as far as the earlier run got; rows are appended from here on."""
+        for result in self.settle(kept):
+            save_result(self.root, result)
         atomic_write(self.csv, csv_text(kept, self.exercises))
         self._rows = open(self.csv, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed by finish
 
@@ -41,6 +63,7 @@ class Out:
         """Keep one finished result: its pages, its JSON file, its row."""
         if outbox:
             self.publish(result, Path(outbox))
+        self.settle([result])
         save_result(self.root, result)
         self._rows.write(csv_rows([result], self.exercises))
         self._rows.flush()
@@ -56,6 +79,10 @@ class Out:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(outbox / part), str(dest))
         pages = self.root / "feedback" / student / assignment
+        source = self.sources.get(result.key)
+        for name in EXCHANGE_FILES if source and pages.is_dir() else ():
+            if (source / name).is_file():
+                shutil.copy(source / name, pages / name)
         result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
         shutil.rmtree(outbox, ignore_errors=True)
 
