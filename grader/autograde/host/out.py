@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 
 from grader import late
+from grader.autograde.host.pages import finish_page
 from grader.autograde.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
@@ -61,9 +62,9 @@ class Out:
 
     def record(self, result: Result, outbox: str = "") -> None:
         """Keep one finished result: its pages, its JSON file, its row."""
+        self.settle([result])
         if outbox:
             self.publish(result, Path(outbox))
-        self.settle([result])
         save_result(self.root, result)
         self._rows.write(csv_rows([result], self.exercises))
         self._rows.flush()
@@ -83,6 +84,8 @@ class Out:
         for name in EXCHANGE_FILES if source and pages.is_dir() else ():
             if (source / name).is_file():
                 shutil.copy(source / name, pages / name)
+        for page in sorted(pages.glob("*.html")):
+            page.write_text(finish_page(page.read_text(encoding="utf-8"), result), encoding="utf-8")
         result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
         shutil.rmtree(outbox, ignore_errors=True)
 
