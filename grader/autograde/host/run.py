@@ -108,7 +108,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
     assignments = course_assignments(options.source())
     work = Path(tempfile.mkdtemp(prefix="cg-"))
     try:
-        root = Path(submissions)
+        root = Path(submissions).resolve()  # workers run elsewhere: a relative path would not do
         if root.is_file():
             root = extract_zip(root, work / "unzipped", assignments)
         elif not root.is_dir():
