@@ -194,3 +194,43 @@ def test_release_without_repository_stops(tmp_path, capsys):
     assert main(["student-bundle", str(tmp_path / "release"), "--through", "10.1"]) == 2
     assert "--repository OWNER/NAME is required" in capsys.readouterr().err
     assert not (tmp_path / "release").exists()
+
+
+# ---------------------------------------------------------------- pages and the report
+
+
+def test_feedback_page_needs_no_network():
+    """The CDN script goes; formulas become text with Unicode and sub/superscripts; code and
+    prices keep their dollar signs."""
+    from grader.autograde.host.pages import offline
+
+    page = ('<html><head><!-- Load mathjax -->\n<script src="https://cdnjs.cloudflare.com/x.js"> </script>'
+            "\n<!-- End of mathjax configuration --></head><body><p>Scale by $\\sqrt{d_k}$: "
+            "$$X \\in \\mathbb{R}^{n \\times d}$$ costs $5 and $6</p><pre>echo $HOME $x$</pre></body></html>")
+    got = offline(page)
+    assert "cdnjs" not in got and "<script" not in got
+    assert '<span class="math">√d<sub>k</sub></span>' in got
+    assert '<div class="math display">X ∈ ℝ<sup>n × d</sup></div>' in got
+    assert "costs $5 and $6" in got and "<pre>echo $HOME $x$</pre>" in got
+
+
+def test_report_counts_a_test_that_never_ran():
+    """A row short of full marks whose check never failed (a syntax error before it) is
+    counted under the exercise as "did not run": partial + zero = the rows explained."""
+    from grader.report.summary import summarize
+
+    failed = result("ada", score=2.0, outcomes={"qkv_projections": "passed", "QKVProjection": "failed"})
+    broken = result("bo", score=2.0, outcomes={"qkv_projections": "passed"})  # no record: never ran
+    (summary,) = summarize([failed, broken])
+    module = next(e for e in summary.exercises if e.name == "QKVProjection")
+    assert module.unnamed == ["ada"] and module.did_not_run == ["bo"]
+    assert module.short_of_full == len(module.unnamed) + len(module.did_not_run) == 2
+
+
+def test_late_penalty_line_on_the_page(tmp_path):
+    from grader.autograde.host.pages import late_note
+
+    r = result("bo", seconds_late=91 * 60)
+    late.apply([r], policy(tmp_path))
+    assert "0.8 point(s) taken. Score: 3.2 / 4 (before the penalty 4)" in late_note(r)
+    assert late_note(result("ada")) == ""
