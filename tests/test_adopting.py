@@ -109,7 +109,12 @@ class Term:
             folder.mkdir(parents=True)
             (folder / f"{NB}.ipynb").write_text(planted_notebook(name))
             self.run(f"nbgrader submit {A} --student={student} --course={course_id} "
-                     f"--Exchange.root={self.exchange}", cwd=self.learners / student)
+                     f"{self.learner_exchange(student)}", cwd=self.learners / student)
+
+    def learner_exchange(self, student: str) -> str:
+        """A learner's view of the exchange: the shared folder, and a cache of their own (each
+        learner is a user of their own; here all run as one, whose cache must stay clean)."""
+        return f"--Exchange.root={self.exchange} --Exchange.cache={self.base / 'caches' / student}"
 
     def hand_in_files(self) -> None:
         for student, (name, stamp) in FILES.items():
@@ -165,7 +170,7 @@ def term(tmp_path_factory):
     step("nbgrader release_feedback")
     for student in EXCHANGE:
         t.run(f"nbgrader fetch_feedback {A} --student={student} --course={t.course_id} "
-              f"--Exchange.root={t.exchange}", cwd=t.learners / student)
+              f"{t.learner_exchange(student)}", cwd=t.learners / student)
     step("python -m grader feedback")
     t.results_before = {p.relative_to(t.course): p.read_bytes()
                         for p in (t.course / "graded/10.1/results").glob("*/*.json")}
