@@ -19,7 +19,7 @@ The roster is a CSV with a header: ``student_id`` (the name of the student's sub
 folder, or the name part of a Canvas file) and any of ``name``, ``canvas_id``,
 ``sis_user_id``, ``sis_login_id``, ``section``, ``first_name``, ``last_name``, ``email``,
 ``id_number``. Nobody is dropped silently: a graded student missing from the roster, a
-roster row without a submission, a flagged row (left empty unless ``--include_flagged``)
+roster row without a submission, a flagged row (left empty unless ``--include-flagged``)
 and a row the grader failed on (left empty until a rerun grades it) are each listed in
 what the command prints, and the rows without a grade are written with an empty cell.
 """
