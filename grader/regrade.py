@@ -71,6 +71,10 @@ def regrade(submissions: Path, out: Path, students: list[str], options: Options 
     options = options or Options()
     options.students = list(students)
     before = load_results(out)
+    unknown = sorted(set(students) - {s for s, _ in before})
+    if unknown:
+        raise UsageError(f"{out} has no result for {', '.join(unknown)}: check the names "
+                         "(the students' folder names), or grade them with autograde.")
     kept = keep_previous(out, students)
     summary = autograde(submissions, out, options)
     after = load_results(out)

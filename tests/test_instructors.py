@@ -234,3 +234,13 @@ def test_late_penalty_line_on_the_page(tmp_path):
     late.apply([r], policy(tmp_path))
     assert "0.8 point(s) taken. Score: 3.2 / 4 (before the penalty 4)" in late_note(r)
     assert late_note(result("ada")) == ""
+
+
+def test_regrade_of_an_unknown_student_stops_before_anything(tmp_path):
+    from grader.errors import UsageError
+    from grader.regrade import regrade
+
+    out = run_out(tmp_path, [result("ada")])
+    with pytest.raises(UsageError, match="no result for zed"):
+        regrade(tmp_path / "submitted", out, ["zed"])
+    assert not (out / "previous").exists()
