@@ -80,7 +80,7 @@ class ImportSummary:
         if self.feedback_not_placed:
             lines.append(f"feedback not placed for {len(self.feedback_not_placed)} submission(s) with "
                          "no submission_secret.txt (not submitted through nbgrader's exchange; "
-                         "send them `python -m grader feedback OUT BUNDLES` instead): "
+                         "send them the zips of `python -m grader feedback OUT` instead): "
                          + ", ".join(self.feedback_not_placed[:5])
                          + (" ..." if len(self.feedback_not_placed) > 5 else ""))
         lines += [f"kept the manual score entered by hand: {k}" for k in self.kept_manual]
