@@ -8,6 +8,9 @@ Commands:
   merge      combine the outputs of sharded autograde runs into one grades.csv
   report     the class report of an autograde run: report.html and report.csv in OUT
   gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
+  regrade    grade named students again, keeping everyone else's rows and what they had before
+  export     the grades as Canvas's or Moodle's grade import reads them
+  feedback   the feedback pages as one zip per student (and Canvas's bulk-upload zips)
 """
 
 from __future__ import annotations
@@ -38,9 +41,19 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _student_bundle(args: argparse.Namespace) -> int:
-    from grader.publish.bundle import publish
+    from grader.publish.bundle import publish, read_release
 
-    release = publish(Path(args.out), repository=args.repository, branch=args.branch,
+    repository = args.repository
+    if repository is None:
+        previous = read_release(Path(args.out))
+        if previous is None:
+            raise UsageError("--repository OWNER/NAME is required: the GitHub repository the "
+                             "learners' release is published as (its badges, and where every "
+                             "notebook's set-up cell installs the helpers from on Colab). For the "
+                             "course's own public release, pass --repository "
+                             "transformer-course/transformer-course.")
+        repository = previous["repository"]
+    release = publish(Path(args.out), repository=repository, branch=args.branch,
                       through=args.through)
     print(release.text())
     return 0
@@ -66,7 +79,9 @@ def _autograde(args: argparse.Namespace) -> int:
     from grader.autograde.host.options import Options
     from grader.autograde.host.run import autograde
     from grader.autograde.host.submissions import parse_shard
+    from grader.paths import course_package_dir
 
+    course_package_dir()  # a shadowed `course` package stops here, with what to do
     options = Options(timeout=args.timeout, shard=parse_shard(args.shard), force=args.force,
                       deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
                       memory_mb=args.memory_mb, submission_timeout=args.notebook_timeout,
@@ -77,6 +92,36 @@ def _autograde(args: argparse.Namespace) -> int:
         options.jobs = args.jobs
     summary = autograde(Path(args.submissions), Path(args.out), options)
     print(summary.text())
+    return 0
+
+
+def _regrade(args: argparse.Namespace) -> int:
+    from grader.paths import course_package_dir
+    from grader.regrade import regrade, run_options
+
+    course_package_dir()  # a shadowed `course` package stops here, with what to do
+    options = run_options(Path(args.out))
+    options.progress = not args.quiet
+    if args.jobs:
+        options.jobs = args.jobs
+    print(regrade(Path(args.submissions), Path(args.out), args.student, options).text())
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from grader.export import export
+
+    summary = export(Path(args.out), args.lms, Path(args.roster) if args.roster else None,
+                     Path(args.to) if args.to else None, include_flagged=args.include_flagged)
+    print(summary.text())
+    return 0
+
+
+def _feedback(args: argparse.Namespace) -> int:
+    from grader.export import feedback_bundles
+
+    paths = feedback_bundles(Path(args.out), Path(args.to) if args.to else None)
+    print(f"wrote {len(paths)} feedback bundle(s) in {paths[0].parent if paths else args.out}")
     return 0
 
 
@@ -126,9 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     bundle.add_argument("--through", metavar="SECTION",
                         help="publish the sections up to and including this one, e.g. 10.3 "
                         "(default: all); published notebooks are never rewritten")
-    bundle.add_argument("--repository", default="transformer-course/transformer-course",
+    bundle.add_argument("--repository", default=None,
                         help="GitHub owner/name the release is published as (badges, and "
-                        "where the notebooks fetch the helpers from on Colab)")
+                        "where the notebooks fetch the helpers from on Colab); required for a "
+                        "new release, taken from the earlier one when adding sections")
     bundle.add_argument("--branch", default="main", help="branch of that repository")
     bundle.set_defaults(run=_student_bundle)
 
@@ -187,6 +233,45 @@ def build_parser() -> argparse.ArgumentParser:
     gradebook.add_argument("out", help="the --out folder of autograde (or of merge)")
     gradebook.add_argument("--db", help="gradebook URL (default: sqlite:///<course>/gradebook.db)")
     gradebook.set_defaults(run=_gradebook)
+
+    again = commands.add_parser(
+        "regrade", help="grade named students again; everyone else's rows are kept",
+        description="Grade the named students' submissions again into OUT (an earlier autograde "
+                    "run of the class, whose settings it reuses), after a fixed file or an "
+                    "accepted appeal. Every other row stays as it was; what the named students "
+                    "had before (results, feedback, graded notebooks, grades.csv) is kept in "
+                    "OUT/previous/<UTC time>/.")
+    again.add_argument("submissions", help="the folder or zip the class was graded from (or a "
+                       "newer one holding the students' fixed files)")
+    again.add_argument("--out", required=True, help="the --out folder of the earlier run")
+    again.add_argument("--student", action="append", required=True,
+                       help="the student to regrade (repeatable)")
+    again.add_argument("--jobs", type=int, default=0, help="notebooks graded at once")
+    again.add_argument("--quiet", action="store_true", help="no progress bar")
+    again.set_defaults(run=_regrade)
+
+    lms = commands.add_parser(
+        "export", help="grades as Canvas's or Moodle's grade import reads them",
+        description="Write OUT/<lms>-grades.csv (or --to FILE): the score after late penalties "
+                    "of every student, one column per assignment, in the columns of the LMS's "
+                    "gradebook import. Students missing from the roster, roster rows without a "
+                    "submission, flagged rows and rows the grader failed on are listed.")
+    lms.add_argument("out", help="the --out folder of autograde (or of merge)")
+    lms.add_argument("--lms", required=True, choices=["canvas", "moodle"])
+    lms.add_argument("--roster", help="CSV with student_id and the LMS's ids (Canvas: canvas_id, "
+                     "not needed for a class graded from a Canvas zip; Moodle: email or id_number)")
+    lms.add_argument("--to", help="the CSV to write (default OUT/<lms>-grades.csv)")
+    lms.add_argument("--include-flagged", action="store_true",
+                     help="export flagged rows' scores too (by default their cells stay empty)")
+    lms.set_defaults(run=_export)
+
+    bundles = commands.add_parser(
+        "feedback", help="the feedback pages as one zip per student, to upload or send",
+        description="Write OUT/feedback-bundles/<student>.zip (or into --to DIR), and for a class "
+                    "graded from a Canvas zip canvas-<assignment>.zip with Canvas's file names.")
+    bundles.add_argument("out", help="the --out folder of autograde (or of merge)")
+    bundles.add_argument("--to", help="folder for the zips (default OUT/feedback-bundles)")
+    bundles.set_defaults(run=_feedback)
     return parser
 
 

@@ -45,3 +45,11 @@ class SandboxError(GraderError):
 
 class TemplateError(GraderError):
     """nbgrader cannot record an assignment's source notebooks (its metadata is broken)."""
+
+
+class ShadowedPackage(GraderError):
+    """Python imported the course helpers (``course``) from somewhere else than the course."""
+
+
+class ExportError(GraderError):
+    """Grades that cannot be exported as asked (no roster where one is needed, a bad roster)."""

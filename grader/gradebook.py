@@ -36,10 +36,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import late
 from grader.autograde import results as report
+from grader.autograde.host.out import EXCHANGE_FILES
 from grader.autograde.results import ERROR, exercise_name
 from grader.errors import GradebookError
-from grader.paths import COURSE_ID, CourseLayout, course_root, nbgrader_config, with_python_tools
+from grader.paths import CourseLayout, course_id, course_root, nbgrader_config, with_python_tools
 
 LEDGER = "course_grader_import"
 PREFIX = "course-grader: "
@@ -58,6 +60,10 @@ class ImportSummary:
     corrections: int = 0  # grades holding the grader's corrected points
     kept_manual: list[str] = field(default_factory=list)
     not_graded: list[str] = field(default_factory=list)
+    penalties: int = 0  # submissions with a late penalty
+    feedback_placed: int = 0
+    feedback_not_placed: list[str] = field(default_factory=list)
+    files: str = ""  # the folder of autograded/ and feedback/ for this gradebook
 
     def text(self) -> str:
         lines = [f"Imported into {self.db_url}: {self.submissions_added} new, "
@@ -67,6 +73,16 @@ class ImportSummary:
             lines.append("assignments added from solutions/: " + ", ".join(self.assignments_added))
         if self.students_added:
             lines.append(f"{len(self.students_added)} student(s) added")
+        if self.penalties:
+            lines.append(f"{self.penalties} submission(s) with a late penalty")
+        lines.append(f"feedback placed for `nbgrader release_feedback` in {self.files}/feedback: "
+                     f"{self.feedback_placed} submission(s)")
+        if self.feedback_not_placed:
+            lines.append(f"feedback not placed for {len(self.feedback_not_placed)} submission(s) with "
+                         "no submission_secret.txt (not submitted through nbgrader's exchange; "
+                         "send them the zips of `python -m grader feedback OUT` instead): "
+                         + ", ".join(self.feedback_not_placed[:5])
+                         + (" ..." if len(self.feedback_not_placed) > 5 else ""))
         lines += [f"kept the manual score entered by hand: {k}" for k in self.kept_manual]
         lines += [f"no submission recorded for {k}" for k in self.not_graded]
         return "\n".join(lines)
@@ -228,8 +244,43 @@ def import_grade(grade, auto: float | None, corrected: float | None, flagged: bo
     return changed
 
 
-def import_submission(gb, ledger: Ledger, root: Path, out: Path, result: report.Result,
-                      summary: ImportSummary) -> None:
+def place_feedback(files: Path, out: Path, result: report.Result, summary: ImportSummary) -> bool:
+    """The run's feedback pages of one submission where ``nbgrader release_feedback`` looks
+    for them (``feedback/<student>/<assignment>/`` with timestamp.txt and the submission's
+    secret); True if anything changed. Only a submission made through nbgrader's exchange
+    has the secret its learner fetches the feedback with."""
+    source = out / "feedback" / result.student_id / result.assignment
+    if not any(source.glob("*.html")):
+        return False
+    if not all((source / name).is_file() for name in EXCHANGE_FILES):
+        summary.feedback_not_placed.append(f"{result.student_id}/{result.assignment}")
+        return False
+    target = files / "feedback" / result.student_id / result.assignment
+    changed = False
+    for path in [*sorted(source.glob("*.html")), *(source / n for n in EXCHANGE_FILES)]:
+        dest = target / path.name
+        if not dest.is_file() or dest.read_bytes() != path.read_bytes():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest)
+            changed = True
+    summary.feedback_placed += 1
+    return changed
+
+
+def import_penalty(submission, policy: late.Policy, student: str) -> bool:
+    """Each notebook's late penalty, as nbgrader's AssignLatePenalties sets it (the course's
+    plugin, on the notebook's score and the submission's seconds late); True if changed."""
+    changed = False
+    for notebook in submission.notebooks:
+        taken = late.penalty(policy, student, notebook.score, submission.total_seconds_late or 0)
+        value = taken or None
+        changed |= notebook.late_submission_penalty != value
+        notebook.late_submission_penalty = value
+    return changed
+
+
+def import_submission(gb, ledger: Ledger, files: Path, out: Path, result: report.Result,
+                      summary: ImportSummary, policy: late.Policy | None = None) -> None:
     student, assignment = result.student_id, result.assignment
     graded = sorted((out / "autograded" / student / assignment).glob("*.ipynb"))
     notebooks = [nb.name for nb in gb.find_assignment(assignment).notebooks]
@@ -270,12 +321,18 @@ def import_submission(gb, ledger: Ledger, root: Path, out: Path, result: report.
             text = "\n".join(t for t in (auto_comment, notes.get(cell)) if t) or None
             changed |= comment.auto_comment != text
             comment.auto_comment = text
-        target = root / "autograded" / student / assignment / path.name
+        target = files / "autograded" / student / assignment / path.name
         if not target.is_file() or target.read_bytes() != path.read_bytes():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
             changed = True
     gb.db.commit()
+    if policy is not None and import_penalty(submission, policy, student):
+        changed = True
+        gb.db.commit()
+    if submission.late_submission_penalty:
+        summary.penalties += 1
+    changed |= place_feedback(files, out, result, summary)
     if created:
         summary.submissions_added += 1
     elif changed:
@@ -287,19 +344,35 @@ def import_submission(gb, ledger: Ledger, root: Path, out: Path, result: report.
 # ---------------------------------------------------------------- the command
 
 
+def files_folder(root: Path, db_url: str | None) -> Path:
+    """Where a gradebook's graded notebooks and feedback go: the course folder for the
+    course's own gradebook.db, the folder of the database file for another (``--db``), so
+    that two gradebooks never share an ``autograded/`` folder."""
+    if not db_url or db_url == CourseLayout(root).db_url:
+        return root
+    if db_url.startswith("sqlite:///"):
+        return Path(db_url[len("sqlite:///"):]).resolve().parent
+    raise GradebookError(f"--db {db_url}: only SQLite gradebooks (sqlite:///PATH) can be given, "
+                         "since their autograded/ and feedback/ folders go beside the file.")
+
+
 def import_run(out: Path, root: Path | None = None, db_url: str | None = None) -> ImportSummary:
     """Import the autograde output ``out`` into the gradebook of the course at ``root``
-    (default: :func:`grader.paths.course_root`; ``db_url`` overrides its gradebook.db)."""
+    (default: :func:`grader.paths.course_root`; ``db_url`` overrides its gradebook.db, and
+    its files then go beside that database: :func:`files_folder`)."""
     from nbgrader.api import Gradebook, MissingEntry
 
     root = (root or course_root()).resolve()
     manifest, results = read_run(Path(out))
+    files = files_folder(root, db_url)
     config = course_config(root, db_url)
     url = config.CourseDirectory.db_url
-    summary = ImportSummary(url)
+    summary = ImportSummary(url, files=str(files))
+    policy = late.load_policy(root)
+    ident = course_id(root)
     os.environ.update(with_python_tools(dict(os.environ)))
     assignments = list(dict.fromkeys(r.assignment for r in results))
-    with Gradebook(url, COURSE_ID) as gb:
+    with Gradebook(url, ident) as gb:
         missing = []
         for name in assignments:
             try:
@@ -310,7 +383,7 @@ def import_run(out: Path, root: Path | None = None, db_url: str | None = None) -
     for name in missing:
         add_assignment(root, config, name)
         summary.assignments_added.append(name)
-    with Gradebook(url, COURSE_ID) as gb:
+    with Gradebook(url, ident) as gb:
         for name in assignments:
             record = gb.find_assignment(name)
             due = deadline(manifest, name)
@@ -323,6 +396,6 @@ def import_run(out: Path, root: Path | None = None, db_url: str | None = None) -
                 gb.add_student(result.student_id)
                 known.add(result.student_id)
                 summary.students_added.append(result.student_id)
-            import_submission(gb, ledger, root, Path(out), result, summary)
+            import_submission(gb, ledger, files, Path(out), result, summary, policy)
         gb.db.commit()
     return summary

@@ -18,12 +18,14 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.errors import CourseNotFound
+from grader.errors import CourseNotFound, ShadowedPackage
 
 PACKAGE_DIR = Path(__file__).resolve().parent  # grader/
 NBGRADER_CONFIG = PACKAGE_DIR / "nbgrader_config.py"
 COURSE_ROOT_ENV = "COURSE_ROOT"
-COURSE_ID = "transformer-course"  # nbgrader's course id, in every gradebook the grader writes
+#: nbgrader's course id when the course's nbgrader_config.py sets none
+#: (``c.CourseDirectory.course_id``; the scratch gradebooks of the workers always use it).
+COURSE_ID = "transformer-course"
 #: Folders of a course (nbgrader's source and release directories, grader/nbgrader_config.py).
 SOLUTIONS, RELEASE = "solutions", "notebooks"
 GRADEBOOK = "gradebook.db"
@@ -117,23 +119,50 @@ class CourseLayout:
         return f"sqlite:///{self.gradebook}"
 
 
-def nbgrader_config(root: Path, db_url: str | None = None):
-    """The course's nbgrader configuration (grader/nbgrader_config.py), on the course folder
-    ``root`` and its gradebook (or ``db_url``)."""
+def course_config_file(root: Path | None = None):
+    """The whole nbgrader configuration of the course at ``root`` (default
+    :func:`course_root`): grader/nbgrader_config.py, then the course's own
+    ``nbgrader_config.py`` over it (its course id, its late policy, ...)."""
     from traitlets.config import PyFileConfigLoader
 
     config = PyFileConfigLoader(NBGRADER_CONFIG.name, path=str(NBGRADER_CONFIG.parent)).load_config()
+    own = (root or course_root()) / "nbgrader_config.py"
+    if own.is_file():
+        config.merge(PyFileConfigLoader(own.name, path=str(own.parent)).load_config())
+    return config
+
+
+def course_id(root: Path | None = None) -> str:
+    """nbgrader's course id, as the course's configuration sets it (``COURSE_ID`` if not)."""
+    return course_config_file(root).CourseDirectory.get("course_id") or COURSE_ID
+
+
+def nbgrader_config(root: Path, db_url: str | None = None):
+    """The course's nbgrader configuration (:func:`course_config_file`), on the course folder
+    ``root`` and its gradebook (or ``db_url``)."""
+    config = course_config_file(root)
     config.CourseDirectory.root = str(root)
-    config.CourseDirectory.course_id = COURSE_ID
+    config.CourseDirectory.course_id = config.CourseDirectory.get("course_id") or COURSE_ID
     config.CourseDirectory.db_url = db_url or CourseLayout(root).db_url
     return config
 
 
 def course_package_dir() -> Path:
-    """``course/``: the helpers the notebooks import (shipped to learners)."""
+    """``course/``: the helpers the notebooks import (shipped to learners); raises
+    :class:`ShadowedPackage` when Python imported another ``course`` than this checkout's."""
     import course
 
-    return Path(course.__file__).resolve().parent
+    found = getattr(course, "__file__", None)
+    folder = Path(found).resolve().parent if found else None
+    if folder is None or not (folder / "checking").is_dir():
+        where = found or ", ".join(getattr(course, "__path__", [])) or "an unknown place"
+        raise ShadowedPackage(
+            f"Python imported the course helpers ('course') from {where}, which is not the "
+            f"course's package (expected {PACKAGE_DIR.parent / 'course'}). Most often a folder "
+            "named 'course' (a clone of the course, say) sits in the folder you ran from and "
+            "hides the package: run from inside the clone (cd into it), or rename the clone, "
+            "or set PYTHONPATH to the clone's folder.")
+    return folder
 
 
 def data_dirs() -> list[Path]:

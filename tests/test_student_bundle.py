@@ -260,9 +260,10 @@ def test_published_notebooks_must_keep_finding_their_helpers(tmp_path):
 
 
 def test_command_line_publishes_week_by_week(tmp_path, capsys):
-    """``student-bundle OUT --through 10.2`` then ``--through 10.3``: what each run says."""
+    """``student-bundle OUT --through 10.2 --repository R`` then ``--through 10.3`` (the
+    repository taken from the first release): what each run says."""
     out = tmp_path / "student-repo"
-    assert main(["student-bundle", str(out), "--through", "10.2"]) == 0
+    assert main(["student-bundle", str(out), "--through", "10.2", "--repository", OTHER]) == 0
     first = capsys.readouterr().out
     assert "sections 10.1, 10.2 " in first and "self_attention.ipynb" in first
     assert main(["student-bundle", str(out), "--through", "10.3"]) == 0

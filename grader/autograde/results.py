@@ -24,8 +24,9 @@ from pathlib import Path
 
 OK, ERROR, FLAGGED = "ok", "error", "flagged"
 
-#: Columns before the exercises' points, and after them.
-HEAD = ["student_id", "assignment", "score", "max_score"]
+#: Columns before the exercises' points, and after them. ``score`` is the points after the
+#: late penalty, ``raw_score`` before it (the sum of the exercises' points).
+HEAD = ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score"]
 TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch"]
 
 
@@ -55,6 +56,18 @@ class Result:
     retry: bool = False  # the failure was the grader's, not the submission's: regrade on rerun
     outcomes: dict[str, str] = field(default_factory=dict)  # exercise -> passed, failed, not attempted
     mistakes: dict[str, dict] = field(default_factory=dict)  # exercise -> {"name", "description"}
+    late_penalty: float = 0.0  # points taken by the course's late policy (grader.late)
+    lms: dict[str, str] = field(default_factory=dict)  # what the LMS said: user id, late marker
+
+    @property
+    def final_score(self) -> float:
+        """The score after the late penalty (``score`` is the raw score)."""
+        return max(0.0, self.score - self.late_penalty)
+
+    @property
+    def late(self) -> bool:
+        """Late by nbgrader's timestamp and the deadline, or by the LMS's own marker."""
+        return self.seconds_late > 0 or self.lms.get("late") == "yes"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -188,10 +201,11 @@ def csv_rows(results: list[Result], exercises: list[str], header: bool = False) 
         writer.writerow(HEAD + exercises + TAIL)
     for r in results:
         writer.writerow(
-            [r.student_id, r.assignment, number(r.score), number(r.max_score)]
+            [r.student_id, r.assignment, number(r.final_score), number(r.score),
+             number(r.late_penalty), number(r.max_score)]
             + [number(r.points[e]) if e in r.points else "" for e in exercises]
             + [r.status, short(r.reason), r.submitted_at, number(round(r.seconds_late)),
-               "yes" if r.seconds_late > 0 else "no", r.device, r.torch])
+               "yes" if r.late else "no", r.device, r.torch])
     return buffer.getvalue()
 
 

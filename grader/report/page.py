@@ -14,6 +14,7 @@ from urllib.parse import quote
 from grader.autograde.results import ERROR, FLAGGED, OK, Result, number, short
 from grader.report.figures import score_histogram, shares_chart, time_histogram
 from grader.report.summary import (
+    DID_NOT_RUN,
     SHARES,
     UNNAMED,
     AssignmentSummary,
@@ -64,9 +65,11 @@ def students_list(students: list[str], shown: int = 12) -> str:
 
 
 def overview(s: AssignmentSummary) -> str:
-    head = ["students", "submitted", "graded", OK, FLAGGED, ERROR, "late", "mean score"]
+    head = ["students", "submitted", "graded", OK, FLAGGED, ERROR, "late", "late penalty",
+            "mean score (after penalties)"]
     mean = sum(s.scores) / len(s.scores) if s.scores else 0.0
-    counts = [s.students, s.submitted, s.graded, *(len(s.status[k]) for k in (OK, FLAGGED, ERROR, "late"))]
+    counts = [s.students, s.submitted, s.graded, *(len(s.status[k]) for k in (OK, FLAGGED, ERROR, "late")),
+              len(s.penalised)]
     row = "".join(cell(c, numeric=True) for c in counts)
     row += cell(f"{mean:.2f} / {number(s.max_score)}" if s.scores else "–", numeric=True)
     return table(head, [row])
@@ -90,8 +93,15 @@ def mistakes_block(e: ExerciseSummary) -> str:
         rows.append(cell(f"<span class=\"muted\">{UNNAMED}</span>") + cell("")
                     + cell(len(e.unnamed), numeric=True)
                     + cell(percent(len(e.unnamed), e.graded), numeric=True) + cell(students_list(e.unnamed)))
+    if e.did_not_run:
+        rows.append(cell(f"<span class=\"muted\">{DID_NOT_RUN}</span>")
+                    + cell("the test cell never ran to its end (an error before it, or in it)")
+                    + cell(len(e.did_not_run), numeric=True)
+                    + cell(percent(len(e.did_not_run), e.graded), numeric=True)
+                    + cell(students_list(e.did_not_run)))
     failed = sum(len(m.students) for m in e.mistakes) + len(e.unnamed)
-    title = f"<h4><code>{escape(e.name)}</code>: {failed} failed</h4>"
+    title = (f"<h4><code>{escape(e.name)}</code>: {e.short_of_full} short of full marks "
+             f"({failed} failed their checks, {len(e.did_not_run)} did not run)</h4>")
     if not rows:
         return title + "<p class=\"muted\">No submission failed its checks.</p>"
     return title + table(["mistake", "what the checks saw", "count", "share", "submissions"], rows)

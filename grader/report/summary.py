@@ -22,6 +22,9 @@ FULL, PARTIAL, ZERO, NOT_ATTEMPTED = "full marks", "partial", "zero", "not attem
 SHARES = (FULL, PARTIAL, ZERO, NOT_ATTEMPTED)
 #: Failed with no mistake the checks recognise (or a section that names none yet).
 UNNAMED = "no mistake named"
+#: Short of full marks without its check having failed: the test cell never ran to its end
+#: (a syntax error, an exception or a dead kernel before it; an error row).
+DID_NOT_RUN = "did not run"
 
 
 @dataclass
@@ -40,6 +43,12 @@ class ExerciseSummary:
     shares: dict[str, list[str]]  # FULL, PARTIAL, ZERO, NOT_ATTEMPTED -> students
     mistakes: list[MistakeCount]  # most frequent first
     unnamed: list[str]  # failed, no mistake named
+    did_not_run: list[str] = field(default_factory=list)  # short of full marks, check never failed
+
+    @property
+    def short_of_full(self) -> int:
+        """Partial plus zero: as many as the named mistakes, unnamed and did-not-run rows."""
+        return len(self.shares[PARTIAL]) + len(self.shares[ZERO])
 
     @property
     def graded(self) -> int:
@@ -54,7 +63,8 @@ class AssignmentSummary:
     graded: int = 0  # rows nbgrader graded (they have points)
     status: dict[str, list[str]] = field(default_factory=dict)  # ok, flagged, error, late -> students
     max_score: float = 0.0
-    scores: list[float] = field(default_factory=list)  # of the graded rows
+    scores: list[float] = field(default_factory=list)  # of the graded rows, after late penalties
+    penalised: list[str] = field(default_factory=list)  # rows with a late penalty
     exercises: list[ExerciseSummary] = field(default_factory=list)
 
 
@@ -71,21 +81,27 @@ def exercise_summary(name: str, rows: list[Result]) -> ExerciseSummary:
     shares: dict[str, list[str]] = {s: [] for s in SHARES}
     made: dict[str, list[str]] = {}
     descriptions: dict[str, Counter] = {}
-    unnamed = []
+    unnamed, did_not_run = [], []
     for r in rows:
         outcome = r.outcomes.get(name, "")
-        shares[share_of(r.points.get(name, 0.0), r.max_points[name], outcome)].append(r.student_id)
+        share = share_of(r.points.get(name, 0.0), r.max_points[name], outcome)
+        shares[share].append(r.student_id)
         mistake = r.mistakes.get(name)
+        if share in (FULL, NOT_ATTEMPTED):
+            continue
         if outcome == "failed" and mistake:
             made.setdefault(mistake["name"], []).append(r.student_id)
             descriptions.setdefault(mistake["name"], Counter())[mistake["description"]] += 1
         elif outcome == "failed":
             unnamed.append(r.student_id)
+        else:
+            did_not_run.append(r.student_id)
     mistakes = [MistakeCount(m, min(descriptions[m], key=lambda d: (-descriptions[m][d], d)), sorted(s))
                 for m, s in made.items()]
     mistakes.sort(key=lambda m: (-len(m.students), m.name))
     return ExerciseSummary(name, max(r.max_points[name] for r in rows),
-                           {s: sorted(v) for s, v in shares.items()}, mistakes, sorted(unnamed))
+                           {s: sorted(v) for s, v in shares.items()}, mistakes, sorted(unnamed),
+                           sorted(did_not_run))
 
 
 def summarize(results: list[Result], exercises: list[str] | None = None) -> list[AssignmentSummary]:
@@ -106,9 +122,10 @@ def summarize(results: list[Result], exercises: list[str] | None = None) -> list
             status={OK: [r.student_id for r in rows if r.status == OK],
                     FLAGGED: [r.student_id for r in rows if r.status == FLAGGED],
                     ERROR: [r.student_id for r in rows if r.status == ERROR],
-                    "late": [r.student_id for r in rows if r.seconds_late > 0]},
+                    "late": [r.student_id for r in rows if r.late]},
             max_score=max((r.max_score for r in graded), default=0.0),
-            scores=[r.score for r in graded],
+            scores=[r.final_score for r in graded],
+            penalised=[r.student_id for r in rows if r.late_penalty > 0],
             exercises=[exercise_summary(e, [r for r in graded if e in r.max_points]) for e in order]))
     return summaries
 
@@ -175,6 +192,7 @@ def csv_text(summaries: list[AssignmentSummary]) -> str:
         row(s.name, "", "graded", s.graded, s.students)
         for status, students in s.status.items():
             row(s.name, "", status, len(students), s.students, students=students)
+        row(s.name, "", "late penalty", len(s.penalised), s.students, students=s.penalised)
         for score, count in sorted(Counter(s.scores).items()):
             row(s.name, "", "score", count, s.graded, name=number(score))
         for e in s.exercises:
@@ -184,4 +202,6 @@ def csv_text(summaries: list[AssignmentSummary]) -> str:
                 row(s.name, e.name, "mistake", len(m.students), e.graded, m.name, m.description, m.students)
             if e.unnamed:
                 row(s.name, e.name, UNNAMED, len(e.unnamed), e.graded, students=e.unnamed)
+            if e.did_not_run:
+                row(s.name, e.name, DID_NOT_RUN, len(e.did_not_run), e.graded, students=e.did_not_run)
     return buffer.getvalue()

@@ -37,6 +37,7 @@ class Options:
     force: bool = False
     deadlines: dict[str, str] = field(default_factory=dict)  # assignment or "*" -> ISO time
     assignments: list[str] | None = None
+    students: list[str] | None = None  # regrade only these (the others' results are kept)
     memory_mb: int = 4096
     cpu_seconds: int = 0  # 0: the submission timeout
     file_mb: int = 1024

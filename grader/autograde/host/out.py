@@ -18,27 +18,51 @@ import json
 import shutil
 from pathlib import Path
 
+from grader import late
+from grader.autograde.host.pages import finish_page
 from grader.autograde.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
 PARTS = ("feedback", "autograded")
+#: Files of nbgrader's exchange copied from a submission beside its feedback pages, where
+#: ``nbgrader release_feedback`` reads them.
+EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
 
 
 class Out:
     """The output folder of one run, and the only code that writes into it."""
 
-    def __init__(self, root: Path, exercises: list[str]):
+    def __init__(self, root: Path, exercises: list[str], policy: late.Policy | None = None,
+                 lms: dict[tuple[str, str], dict] | None = None):
         self.root, self.exercises = root, exercises
+        self.policy, self.lms = policy, lms or {}
+        self.sources: dict[tuple[str, str], Path] = {}  # submission folders, for EXCHANGE_FILES
         self.csv = root / "grades.csv"
         self._rows = None
 
+    def settle(self, results: list[Result]) -> list[Result]:
+        """What the run knows besides the grading: the LMS's ids and markers, the late policy
+        (applied again to kept results: the policy may have changed since). Returns the
+        results this changed."""
+        changed = []
+        for result in results:
+            before = (dict(result.lms), result.late_penalty)
+            result.lms = self.lms.get(result.key, result.lms)
+            late.apply([result], self.policy)
+            if (result.lms, result.late_penalty) != before:
+                changed.append(result)
+        return changed
+
     def start(self, kept: list[Result]) -> None:
         """grades.csv as far as the earlier run got; rows are appended from here on."""
+        for result in self.settle(kept):
+            save_result(self.root, result)
         atomic_write(self.csv, csv_text(kept, self.exercises))
         self._rows = open(self.csv, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed by finish
 
     def record(self, result: Result, outbox: str = "") -> None:
         """Keep one finished result: its pages, its JSON file, its row."""
+        self.settle([result])
         if outbox:
             self.publish(result, Path(outbox))
         save_result(self.root, result)
@@ -56,6 +80,12 @@ class Out:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(outbox / part), str(dest))
         pages = self.root / "feedback" / student / assignment
+        source = self.sources.get(result.key)
+        for name in EXCHANGE_FILES if source and pages.is_dir() else ():
+            if (source / name).is_file():
+                shutil.copy(source / name, pages / name)
+        for page in sorted(pages.glob("*.html")):
+            page.write_text(finish_page(page.read_text(encoding="utf-8"), result), encoding="utf-8")
         result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
         shutil.rmtree(outbox, ignore_errors=True)
 

@@ -36,12 +36,14 @@ from grader.autograde.host.submissions import (
     course_assignments,
     discover,
     extract_zip,
+    read_lms,
     shard,
 )
 from grader.autograde.messages import WorkerSettings
 from grader.autograde.results import ERROR, FLAGGED, OK, Result, load_results, settle
 from grader.autograde.sandbox.config import kernel_env, write_kernelspec
 from grader.errors import SubmissionsError
+from grader.late import load_policy
 
 
 class Run:
@@ -106,7 +108,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
     assignments = course_assignments(options.source())
     work = Path(tempfile.mkdtemp(prefix="cg-"))
     try:
-        root = Path(submissions)
+        root = Path(submissions).resolve()  # workers run elsewhere: a relative path would not do
         if root.is_file():
             root = extract_zip(root, work / "unzipped", assignments)
         elif not root.is_dir():
@@ -116,17 +118,30 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
             raise SubmissionsError(f"No submissions in {submissions}: expected "
                                    "<student>/<assignment>/<notebook>.ipynb.")
         mine = shard(subs, *options.shard)
+        only = set(options.students or ())
+        if only:  # a regrade of these students: the others' results stay as they are
+            unknown = sorted(only - {s.student for s in subs})
+            if unknown:
+                raise SubmissionsError(f"No submissions of {', '.join(unknown)} in {submissions}.")
         code = grading_code_digest()
         contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
         damaged: list[Path] = []
         existing = load_results(out, damaged)
-        todo = [s for s in mine if options.force or s.key not in existing
-                or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
+        todo = [s for s in mine if s.student in only] if only else [
+            s for s in mine if options.force or s.key not in existing
+            or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
+        ungraded = [f"{s.student}/{s.assignment}" for s in mine
+                    if only and s.student not in only and s.key not in existing]
+        if ungraded:
+            raise SubmissionsError(f"{out} has no earlier result for {', '.join(ungraded[:3])}"
+                                   f"{' ...' if len(ungraded) > 3 else ''}: grade the whole class "
+                                   "first (autograde), then regrade single students.")
         todo_keys = {s.key for s in todo}
         kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
         exercises = exercise_columns(assignments, {s.assignment for s in subs})
-        folder = Out(out, exercises)
+        folder = Out(out, exercises, load_policy(options.source().parent), read_lms(root))
+        folder.sources = {s.key: s.folder for s in mine if s.folder}
         run = Run(folder, [s.key for s in mine], kept)
         run.summary.damaged = len(damaged)
         gradable = [s for s in todo if not s.problem]

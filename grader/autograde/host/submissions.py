@@ -10,6 +10,7 @@ reason of an error row, so nobody is dropped silently.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import sys
@@ -35,7 +36,11 @@ NO_SUBMISSION = "no submission"
 IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
 MAX_ZIP_MB = 4096
-CANVAS_NAME = re.compile(r"^(?P<student>[^_/]+)_(?:late_)?\d+_\d+_(?P<file>.+?)(?:-\d+)?\.ipynb$")
+CANVAS_NAME = re.compile(r"^(?P<student>[^_/]+)_(?P<late>late_)?(?P<user_id>\d+)_(?P<submission_id>\d+)_"
+                         r"(?P<file>.+?)(?:-\d+)?\.ipynb$")
+#: What a zip's LMS file names said (Canvas's user id, its late marker), per student and
+#: assignment, kept beside the unpacked submissions (hidden: no submission file).
+LMS_FILE = ".lms.json"
 
 
 @dataclass(frozen=True)
@@ -229,6 +234,7 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -
     by_notebook = {nb: a.name for a in assignments.values() for nb in a.notebooks}
     dest.mkdir(parents=True, exist_ok=True)
     total = 0
+    lms: dict[str, dict[str, str]] = {}
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
             parts = Path(info.filename).parts
@@ -248,10 +254,24 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -
             if match and match["file"] in by_notebook:
                 target = dest / match["student"] / by_notebook[match["file"]] / \
                     f"{match['file']}.ipynb"
+                lms[f"{match['student']}/{by_notebook[match['file']]}"] = {
+                    "lms": "canvas", "user_id": match["user_id"],
+                    "submission_id": match["submission_id"], "late": "yes" if match["late"] else "no",
+                    "file": parts[-1]}
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as source, open(target, "wb") as out:
                 shutil.copyfileobj(source, out)
+    if lms:
+        (dest / LMS_FILE).write_text(json.dumps(lms, indent=1, sort_keys=True))
     return dest
+
+
+def read_lms(root: Path) -> dict[tuple[str, str], dict[str, str]]:
+    """What :func:`extract_zip` kept of the LMS's file names, by (student, assignment)."""
+    path = root / LMS_FILE
+    if not path.is_file():
+        return {}
+    return {tuple(key.split("/", 1)): value for key, value in json.loads(path.read_text()).items()}
 
 
 # ---------------------------------------------------------------- sharding

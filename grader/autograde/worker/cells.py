@@ -87,16 +87,25 @@ def grader_failure(label: str, output) -> str | None:
     return None
 
 
+def cell_label(cell, code_number: int) -> str:
+    """A learner's cell as the feedback page shows it: ``cell In [9]`` (its execution
+    count); a cell that never ran by its place among the code cells."""
+    count = cell.get("execution_count")
+    return f"cell In [{count}]" if count else f"code cell {code_number} (In [ ])"
+
+
 def describe_cells(path: Path, timeout: int) -> CellReport:
     """What the executed notebook says, for the report."""
     nb = nbformat.read(path, as_version=4)
     report = CellReport()
     notes, errors, suspicious = report.notes, report.errors, report.suspicious
-    for number, cell in enumerate(nb.cells, start=1):
+    code_cells = 0
+    for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        code_cells += 1
         meta = cell.metadata.get("nbgrader", {})
-        label = meta.get("grade_id") or f"cell {number}"
+        label = meta.get("grade_id") or cell_label(cell, code_cells)
         mark = cell.metadata.get(pre.MARK, {})
         if cell.source.startswith("# " + pre.RESTORED_NOTE.split("{")[0]):
             notes.append(f"test cell {label} was missing or had lost its metadata: restored")

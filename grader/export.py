@@ -1,0 +1,204 @@
+"""Grades and feedback out to an LMS: ``python -m grader export OUT --lms canvas|moodle``
+and ``python -m grader feedback OUT``.
+
+The grades are grades.csv's ``score`` (after the late penalty) of the run in OUT, one column
+per assignment, in the layout each LMS's gradebook import reads:
+
+* **Canvas** (Grades > Import): the columns of Canvas's own gradebook export, ``Student,
+  ID, SIS User ID, SIS Login ID, Section``, a ``Points Possible`` row, then one column per
+  assignment. Canvas matches a row by ``ID``, its numeric user id, which a Canvas
+  submissions zip carries in every file name: a class graded from such a zip needs no
+  roster. A new column name makes a new assignment in Canvas; to fill an existing one,
+  rename the column as Canvas's export names it (``10.1 Self-attention (12345)``).
+* **Moodle** (Grades > Import > CSV file): ``First name, Last name, ID number, Email
+  address``, then one column per assignment; at import, map ``Email address`` to
+  ``useremail`` (or ``ID number`` to ``useridnumber``) and each assignment column to its
+  grade item. Moodle needs a roster (``--roster``) for the e-mail addresses.
+
+The roster is a CSV with a header: ``student_id`` (the name of the student's submission
+folder, or the name part of a Canvas file) and any of ``name``, ``canvas_id``,
+``sis_user_id``, ``sis_login_id``, ``section``, ``first_name``, ``last_name``, ``email``,
+``id_number``. Nobody is dropped silently: a graded student missing from the roster, a
+roster row without a submission, a flagged row (left empty unless ``--include-flagged``)
+and a row the grader failed on (left empty until a rerun grades it) are each listed in
+what the command prints, and the rows without a grade are written with an empty cell.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.autograde.results import ERROR, FLAGGED, Result, atomic_write, number
+from grader.errors import ExportError
+from grader.gradebook import read_run
+
+LMS = ("canvas", "moodle")
+ROSTER_FIELDS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section",
+                 "first_name", "last_name", "email", "id_number")
+CANVAS_HEAD = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+MOODLE_HEAD = ["First name", "Last name", "ID number", "Email address"]
+
+
+@dataclass
+class ExportSummary:
+    """What an export wrote and every row it could not fill."""
+
+    path: Path
+    rows: int = 0
+    not_in_roster: list[str] = field(default_factory=list)  # graded, not exported
+    no_submission: list[str] = field(default_factory=list)  # roster rows with no result
+    flagged: list[str] = field(default_factory=list)  # left empty (or exported, if asked)
+    retry: list[str] = field(default_factory=list)  # the grader's failure: left empty
+    included_flagged: bool = False
+
+    def text(self) -> str:
+        lines = [f"wrote {self.path}: {self.rows} student(s)"]
+        if self.not_in_roster:
+            lines.append(f"NOT EXPORTED, not in the roster ({len(self.not_in_roster)}): "
+                         + ", ".join(self.not_in_roster) + " — add them to the roster and export again")
+        if self.no_submission:
+            lines.append(f"in the roster, no result in this run, left empty ({len(self.no_submission)}): "
+                         + ", ".join(self.no_submission))
+        if self.flagged:
+            what = "exported as graded" if self.included_flagged else \
+                "left empty: review them (report.html), then --include-flagged"
+            lines.append(f"flagged, {what} ({len(self.flagged)}): " + ", ".join(self.flagged))
+        if self.retry:
+            lines.append(f"the grader failed, left empty until a rerun grades them ({len(self.retry)}): "
+                         + ", ".join(self.retry))
+        return "\n".join(lines)
+
+
+def read_roster(path: Path) -> dict[str, dict[str, str]]:
+    """The roster's rows by ``student_id`` (header names matched loosely: ``Student ID``)."""
+    if not path.is_file():
+        raise ExportError(f"No roster at {path}.")
+    with open(path, newline="", encoding="utf-8-sig") as handle:
+        reader = csv.DictReader(handle)
+        names = {h: "_".join(h.strip().lower().replace("-", " ").split()) for h in reader.fieldnames or []}
+        if "student_id" not in names.values():
+            raise ExportError(f"{path} has no student_id column (the name of each student's "
+                              f"submission folder); its columns: {', '.join(names)}.")
+        roster = {}
+        for row in reader:
+            entry = {names[k]: (v or "").strip() for k, v in row.items() if k in names}
+            if entry.get("student_id"):
+                roster[entry["student_id"]] = entry
+    return roster
+
+
+def grade_cell(result: Result, include_flagged: bool) -> str:
+    if result.retry or (result.status == FLAGGED and not include_flagged):
+        return ""
+    return number(result.final_score)
+
+
+def export(out: Path, lms: str, roster_path: Path | None = None, dest: Path | None = None,
+           include_flagged: bool = False) -> ExportSummary:
+    """Write the ``lms`` grade import file of the run in ``out`` (default OUT/<lms>-grades.csv)."""
+    if lms not in LMS:
+        raise ExportError(f"--lms {lms!r}: choose one of {', '.join(LMS)}.")
+    manifest, results = read_run(out)
+    roster = read_roster(roster_path) if roster_path else None
+    if lms == "moodle" and roster is None:
+        raise ExportError("Moodle matches grades by e-mail address or ID number: give "
+                          "--roster ROSTER.csv with student_id and email (or id_number) columns.")
+    assignments = list(dict.fromkeys(r.assignment for r in sorted(results, key=lambda r: r.key)))
+    by_student: dict[str, dict[str, Result]] = {}
+    for r in results:
+        by_student.setdefault(r.student_id, {})[r.assignment] = r
+    summary = ExportSummary(dest or out / f"{lms}-grades.csv", included_flagged=include_flagged)
+    students = sorted(by_student)
+    if roster is not None:
+        summary.not_in_roster = [s for s in students if s not in roster]
+        summary.no_submission = [s for s in roster if s not in by_student]
+        students = list(roster)
+    for student in students:
+        for r in by_student.get(student, {}).values():
+            if r.status == FLAGGED:
+                summary.flagged.append(f"{student}/{r.assignment}")
+            if r.status == ERROR and r.retry:
+                summary.retry.append(f"{student}/{r.assignment}")
+    if lms == "canvas":
+        missing = [s for s in students if not canvas_id(s, by_student, roster)]
+        if missing:
+            raise ExportError(f"No Canvas user id for {', '.join(missing[:5])}"
+                              f"{' ...' if len(missing) > 5 else ''}: grade the Canvas submissions "
+                              "zip (its file names carry the ids), or give --roster with a canvas_id column.")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    maxima = {a: max((r.max_score for r in results if r.assignment == a), default=0.0)
+              for a in assignments}
+    if lms == "canvas":
+        writer.writerow(CANVAS_HEAD + assignments)
+        writer.writerow(["Points Possible", "", "", "", ""] + [number(maxima[a]) for a in assignments])
+    else:
+        writer.writerow(MOODLE_HEAD + assignments)
+    for student in students:
+        own = by_student.get(student, {})
+        grades = [grade_cell(own[a], include_flagged) if a in own else "" for a in assignments]
+        entry = (roster or {}).get(student, {})
+        if lms == "canvas":
+            writer.writerow([entry.get("name") or student, canvas_id(student, by_student, roster),
+                             entry.get("sis_user_id", ""), entry.get("sis_login_id", ""),
+                             entry.get("section", "")] + grades)
+        else:
+            writer.writerow([entry.get("first_name", ""), entry.get("last_name", ""),
+                             entry.get("id_number", ""), entry.get("email", "")] + grades)
+        summary.rows += 1
+    atomic_write(summary.path, buffer.getvalue())
+    return summary
+
+
+def canvas_id(student: str, by_student: dict[str, dict[str, Result]],
+              roster: dict[str, dict[str, str]] | None) -> str:
+    """The student's Canvas user id: the roster's, else the one the Canvas zip carried."""
+    given = (roster or {}).get(student, {}).get("canvas_id")
+    if given:
+        return given
+    ids = {r.lms.get("user_id") for r in by_student.get(student, {}).values() if r.lms.get("user_id")}
+    return ids.pop() if len(ids) == 1 else ""
+
+
+# ---------------------------------------------------------------- feedback bundles
+
+
+def feedback_bundles(out: Path, dest: Path | None = None) -> list[Path]:
+    """One zip per student (``<student>.zip``: ``<assignment>/<notebook>.html``) to send or
+    upload, and for a class graded from a Canvas zip one ``canvas-<assignment>.zip`` per
+    assignment whose files carry Canvas's names (``<student>_<user id>_<submission id>_
+    <notebook>.html``), for Canvas's bulk upload of submission comments."""
+    _, results = read_run(out)
+    dest = dest or out / "feedback-bundles"
+    dest.mkdir(parents=True, exist_ok=True)
+    written = []
+    by_student: dict[str, list[Result]] = {}
+    for r in sorted(results, key=lambda r: r.key):
+        if r.feedback:
+            by_student.setdefault(r.student_id, []).append(r)
+    for student, rows in by_student.items():
+        path = dest / f"{student}.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for r in rows:
+                for page in r.feedback:
+                    bundle.write(out / page, f"{r.assignment}/{Path(page).name}")
+        written.append(path)
+    canvas: dict[str, list[Result]] = {}
+    for rows in by_student.values():
+        for r in rows:
+            if r.lms.get("lms") == "canvas":
+                canvas.setdefault(r.assignment, []).append(r)
+    for assignment, rows in canvas.items():
+        path = dest / f"canvas-{assignment}.zip"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
+            for r in rows:
+                for page in r.feedback:
+                    late = "late_" if r.lms.get("late") == "yes" else ""
+                    ids = f"{r.lms['user_id']}_{r.lms['submission_id']}"
+                    bundle.write(out / page, f"{r.student_id}_{late}{ids}_{Path(page).name}")
+        written.append(path)
+    return written
