@@ -99,6 +99,15 @@ def resolve_files(config: SandboxConfig) -> tuple[SandboxConfig, str]:
         f"/tmp of {config.limits.tmp_mb} MB, own PID namespace)")
 
 
+def require_isolation(config: SandboxConfig, files: str) -> None:
+    """Refuse to grade (``--require-sandbox``) unless bubblewrap isolates every kernel."""
+    if not config.bwrap:
+        raise SandboxError(
+            f"--require-sandbox: refusing to grade, the kernels' files would be {files}. Install "
+            "bubblewrap and allow unprivileged user namespaces on this machine (docs/grading.md, "
+            "\"A grading image\"), or grade elsewhere; nothing was graded.")
+
+
 def probe(config: SandboxConfig, env: dict[str, str], folder: Path, timeout: float = 300) -> dict:
     """What a sandboxed kernel sees: applied settings, interfaces, limits, torch import.
 
