@@ -50,8 +50,8 @@ if (( K < 1 || K > SHARDS )); then
 fi
 
 # The array's highest task queues the merge at its start, so a cancelled task still ends in
-# a merge (which then names what to rerun).
-if [[ "$K" == "${SLURM_ARRAY_TASK_MAX:-$K}" ]]; then
+# a merge (which then names what to rerun). Run outside SLURM (one machine), it queues none.
+if [[ "$K" == "${SLURM_ARRAY_TASK_MAX:-}" ]]; then
     sbatch --dependency="afterany:$SLURM_ARRAY_JOB_ID" --job-name=autograde-merge \
         --cpus-per-task=1 --mem=2G --time=00:20:00 --output="autograde-merge-%j.log" \
         --export=ALL,COURSE="$COURSE",GRADING="$GRADING",SHARDS="$SHARDS" \
