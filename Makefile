@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps slurm-deps \
-	image-deps image-check clean
+	exchange-deps image-deps image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11) and "The course needs Python 3.11 or newer; " \
@@ -42,8 +42,21 @@ slurm-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
 	fi
 
+## nbgrader for the Unix users of tests/test_exchange.py (root only): a venv of Debian's python3
+## outside any home, readable by all (a venv under a mode-700 home cannot be run by others).
+EXCHANGE_VENV ?= /opt/course-exchange
+exchange-deps:
+	@if [ "$$(id -u)" = 0 ] && [ ! -x $(EXCHANGE_VENV)/bin/nbgrader ] && [ -x /usr/bin/python3 ]; then \
+		if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+		fi; \
+		/usr/bin/python3 -m venv $(EXCHANGE_VENV) \
+		&& $(EXCHANGE_VENV)/bin/pip install --quiet -c requirements.txt "$$(grep '^nbgrader==' requirements.txt)" \
+		&& chmod -R a+rX,go-w $(EXCHANGE_VENV); \
+	fi
+
 ## Install everything and run the whole test suite.
-test: install browser-deps sandbox-deps slurm-deps
+test: install browser-deps sandbox-deps slurm-deps exchange-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
 
 ## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 90 s).
