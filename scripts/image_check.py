@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import configparser
+import os
 import shutil
 import subprocess
 import sys
@@ -121,9 +122,16 @@ def grade(work: Path) -> tuple[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", help="base image from a registry (default: debootstrap's)")
-    parser.add_argument("--work", default=str(ROOT / "build" / "image"), help="scratch folder")
+    parser.add_argument("--work", default="/var/tmp/course-image-check",
+                        help="scratch folder: the root filesystem, pip settings, grading outputs")
     parser.add_argument("--mirror", default="http://deb.debian.org/debian")
     args = parser.parse_args()
+    missing = [c for c in ("podman", "runc") + (() if args.base else ("debootstrap",))
+               if not shutil.which(c)]
+    if missing or os.geteuid() != 0:
+        print(f"image-check needs root and {', '.join(missing) or 'podman'}: run it as root after "
+              "make image-deps (Debian/Ubuntu).", file=sys.stderr)
+        return 2
     started = time.monotonic()
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
