@@ -100,7 +100,8 @@ def test_every_index_of_the_indexed_job_grades_its_own_shard(jobs, tmp_path):
     assert spec["completionMode"] == "Indexed" and spec["parallelism"] <= spec["completions"]
     total = spec["completions"]
     runs = pods(jobs, tmp_path)
-    assert all(a.command == "autograde" and a.deadline == ["2026-12-01T23:59:00+01:00"] for a in runs)
+    assert all(a.command == "autograde" and a.deadline == ["2026-12-01T23:59:00+01:00"]
+               and a.require_sandbox for a in runs)
     assert [parse_shard(a.shard) for a in runs] == [(k, total) for k in range(1, total + 1)]
     assert len({a.out for a in runs}) == total and len({a.submissions for a in runs}) == 1
 
@@ -305,3 +306,15 @@ def test_the_image_context_keeps_what_grading_needs():
     for needed in ("solutions", "grader", "course", "data", "nbgrader_config.py", "pyproject.toml",
                    "requirements.txt"):
         assert needed not in ignored and (ROOT / needed).exists(), needed
+
+
+def test_the_base_image_is_a_build_argument_defaulting_to_the_public_one():
+    """Is the base image ``BASE_IMAGE`` (the public python image unless given), the one
+    ``make image-check`` replaces with its debootstrap root filesystem?"""
+    steps = dockerfile()
+    (base_arg,) = [a for a in steps["ARG"] if a.startswith("BASE_IMAGE=")]
+    assert base_arg == "BASE_IMAGE=python:3.11-slim-bookworm"
+    assert steps["FROM"] == ["${BASE_IMAGE}"]
+    assert DOCKERFILE.read_text().index("ARG BASE_IMAGE") < DOCKERFILE.read_text().index("FROM")
+    check = (ROOT / "scripts" / "image_check.py").read_text()
+    assert '"--build-arg", f"BASE_IMAGE={base}"' in check and "debootstrap" in check
