@@ -17,7 +17,12 @@
 # unmasked, as the three --security-opt above do (Kubernetes: see the YAML). Check it with
 #   docker run --rm [those options] --entrypoint bwrap IMAGE --unshare-all --die-with-parent \
 #       --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp true && echo sandbox works
-FROM python:3.11-slim-bookworm
+# The base: any Debian bookworm with Python 3.11 (python3, python3-venv). The default is the
+# public image; without a registry, `make image-check` imports a root filesystem made by
+#   debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates bookworm ROOTFS
+# and passes it as --build-arg BASE_IMAGE=localhost/course-debian:bookworm.
+ARG BASE_IMAGE=python:3.11-slim-bookworm
+FROM ${BASE_IMAGE}
 
 # bubblewrap: the kernels' sandbox; tini: PID 1 that reaps the kernels' orphans.
 RUN apt-get update \
@@ -27,12 +32,15 @@ RUN apt-get update \
 # Python and every package outside any home directory, owned by root: the grading user (and
 # the user kernels may be dropped to) can run them and change none of them.
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# pip's own settings for the build (a mirror, local wheels), from a file the build mounts:
+# make image-check passes this machine's pip configuration this way. Unset: pip's defaults.
+ARG PIP_CONFIG_FILE
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
-RUN python -m venv /opt/venv
+RUN python3 -m venv /opt/venv
 COPY requirements.txt /opt/course/requirements.txt
 # torch first, from the index that matches the hardware (CPU by default), at the pinned version.
 RUN pip install --index-url "$TORCH_INDEX" "$(grep -E '^torch==' /opt/course/requirements.txt)" \

@@ -5,7 +5,8 @@ STAMP := $(VENV)/.installed
 # nbgrader runs tools of the venv (alembic) by name: put them on PATH.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps clean
+.PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps slurm-deps \
+	exchange-deps image-deps image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11) and "The course needs Python 3.11 or newer; " \
@@ -34,8 +35,28 @@ sandbox-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	fi
 
+## Debian's SLURM and munge, for the one-node cluster of tests/test_slurm.py (root on
+## Debian/Ubuntu; skipped elsewhere, and the test says so).
+slurm-deps:
+	@if ! command -v slurmctld >/dev/null && command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	fi
+
+## nbgrader for the Unix users of tests/test_exchange.py (root only): a venv of Debian's python3
+## outside any home, readable by all (a venv under a mode-700 home cannot be run by others).
+EXCHANGE_VENV ?= /opt/course-exchange
+exchange-deps:
+	@if [ "$$(id -u)" = 0 ] && [ ! -x $(EXCHANGE_VENV)/bin/nbgrader ] && [ -x /usr/bin/python3 ]; then \
+		if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
+		fi; \
+		/usr/bin/python3 -m venv $(EXCHANGE_VENV) \
+		&& $(EXCHANGE_VENV)/bin/pip install --quiet -c requirements.txt "$$(grep '^nbgrader==' requirements.txt)" \
+		&& chmod -R a+rX,go-w $(EXCHANGE_VENV); \
+	fi
+
 ## Install everything and run the whole test suite.
-test: install browser-deps sandbox-deps
+test: install browser-deps sandbox-deps slurm-deps exchange-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
 
 ## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 90 s).
@@ -56,6 +77,20 @@ bench: install
 GPU_CHECK_OUT ?= bench/out
 gpu-check: install
 	$(PYTHON) -m bench.gpu_check --out $(GPU_CHECK_OUT)
+
+## podman (with runc) and debootstrap, for image-check (root on Debian/Ubuntu).
+image-deps:
+	@if ! { command -v podman && command -v runc && command -v debootstrap; } >/dev/null \
+		&& command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc debootstrap >/dev/null; \
+	fi
+
+## Build the grading image (Dockerfile) on a debootstrap Debian, no registry needed, and grade
+## planted submissions in it: the same grades.csv as on this machine (scripts/image_check.py).
+## IMAGE_BASE=python:3.11-slim-bookworm takes the base from a registry instead.
+IMAGE_BASE ?=
+image-check: install sandbox-deps image-deps
+	$(PYTHON) scripts/image_check.py $(if $(IMAGE_BASE),--base $(IMAGE_BASE))
 
 clean:
 	rm -rf $(VENV) .pytest_cache

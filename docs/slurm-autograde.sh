@@ -3,12 +3,22 @@
 #
 #   sbatch --export=ALL,DEADLINE=2026-12-01T23:59:00+01:00 docs/slurm-autograde.sh
 #
-# Each array task grades `--shard K/N` into $GRADING/out-K with as many jobs as CPUs it got;
-# the merge job starts when all tasks succeeded (afterok). Rerunning a failed task resumes it.
-# The kernels' sandbox needs bubblewrap on the nodes and unprivileged user namespaces
-# (docs/grading.md, "A grading image").
+# Array task K grades `--shard K/N` into $GRADING/out-K with as many jobs as CPUs it got.
+# N is SHARDS (8, the --array line below: change both together). The array's highest task
+# queues one merge job, which starts when every task of its array has ended (afterany) and
+# merges out-1..out-N once all of them are complete.
+#
+# A task that failed (or was cancelled) is rerun on its own, and resumes: what it graded is
+# kept, nothing is graded twice. Its shard is its task number, whatever the array's size:
+#
+#   sbatch --array=3 --export=ALL,DEADLINE=2026-12-01T23:59:00+01:00 docs/slurm-autograde.sh
+#
+# and that rerun queues the merge again. The merge of an incomplete class fails and names
+# the shards to rerun. `--require-sandbox`: a node where bubblewrap cannot isolate the
+# kernels (not installed, unprivileged user namespaces off) grades nothing, and the task
+# fails saying why (docs/grading.md, "A grading image").
 #SBATCH --job-name=autograde
-#SBATCH --array=1-8                 # N = 8 shards
+#SBATCH --array=1-8                 # tasks 1..N, N = SHARDS
 #SBATCH --cpus-per-task=4
 #SBATCH --mem=16G
 #SBATCH --time=02:00:00
@@ -18,22 +28,37 @@ set -euo pipefail
 
 GRADING=${GRADING:-$PWD/grading}          # holds submitted/ (or a zip) on a shared filesystem
 COURSE=${COURSE:-$PWD}                    # this repository, with .venv installed
-N=${SLURM_ARRAY_TASK_COUNT:-8}
+SHARDS=${SHARDS:-8}                       # N: the class is cut into this many shards
 source "$COURSE/.venv/bin/activate"
 
 if [[ "${1:-}" == "merge" ]]; then
-    python -m grader merge "$GRADING"/out-* --out "$GRADING/graded"
+    outs=()
+    for k in $(seq 1 "$SHARDS"); do outs+=("$GRADING/out-$k"); done
+    if ! python -m grader merge "${outs[@]}" --out "$GRADING/graded"; then
+        echo "The merge waits for every shard: rerun the shards named above, each on its own" \
+             "(sbatch --array=K $COURSE/docs/slurm-autograde.sh, same SHARDS); the rerun" \
+             "merges again." >&2
+        exit 1
+    fi
     exit
 fi
 
-python -m grader autograde "$GRADING/submitted" \
-    --out "$GRADING/out-$SLURM_ARRAY_TASK_ID" --shard "$SLURM_ARRAY_TASK_ID/$N" \
-    --jobs "${SLURM_CPUS_PER_TASK:-1}" --timeout 60 --memory-mb 3500 \
-    ${DEADLINE:+--deadline "$DEADLINE"} --quiet
-
-# The last task to start queues the merge, to run once every task has succeeded.
-if [[ "$SLURM_ARRAY_TASK_ID" == "$SLURM_ARRAY_TASK_MAX" ]]; then
-    sbatch --dependency="afterok:$SLURM_ARRAY_JOB_ID" --job-name=autograde-merge \
-        --cpus-per-task=1 --mem=2G --time=00:20:00 \
-        --wrap "COURSE=$COURSE GRADING=$GRADING bash $COURSE/docs/slurm-autograde.sh merge"
+K=${SLURM_ARRAY_TASK_ID:?submit this script with sbatch (an array task K grades shard K)}
+if (( K < 1 || K > SHARDS )); then
+    echo "Array task $K is outside the shards 1..$SHARDS: change SHARDS with --array." >&2
+    exit 2
 fi
+
+# The array's highest task queues the merge at its start, so a cancelled task still ends in
+# a merge (which then names what to rerun). Run outside SLURM (one machine), it queues none.
+if [[ "$K" == "${SLURM_ARRAY_TASK_MAX:-}" ]]; then
+    sbatch --dependency="afterany:$SLURM_ARRAY_JOB_ID" --job-name=autograde-merge \
+        --cpus-per-task=1 --mem=2G --time=00:20:00 --output="autograde-merge-%j.log" \
+        --export=ALL,COURSE="$COURSE",GRADING="$GRADING",SHARDS="$SHARDS" \
+        --wrap "bash $COURSE/docs/slurm-autograde.sh merge"
+fi
+
+python -m grader autograde "$GRADING/submitted" \
+    --out "$GRADING/out-$K" --shard "$K/$SHARDS" \
+    --jobs "${SLURM_CPUS_PER_TASK:-1}" --timeout 60 --memory-mb 3500 --require-sandbox \
+    ${DEADLINE:+--deadline "$DEADLINE"} --quiet

@@ -87,7 +87,7 @@ def _autograde(args: argparse.Namespace) -> int:
                       memory_mb=args.memory_mb, submission_timeout=args.notebook_timeout,
                       sandbox_user=None if args.no_sandbox_user else args.sandbox_user,
                       isolate_network=not args.allow_network, isolate_files=not args.no_file_sandbox,
-                      progress=not args.quiet)
+                      require_sandbox=args.require_sandbox, progress=not args.quiet)
     if args.jobs:
         options.jobs = args.jobs
     summary = autograde(Path(args.submissions), Path(args.out), options)
@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--no-file-sandbox", action="store_true",
                        help="do not isolate kernels' files with bubblewrap (the grader then checks "
                             "its own files after every notebook)")
+    grade.add_argument("--require-sandbox", action="store_true",
+                       help="refuse to grade unless bubblewrap isolates every kernel (clusters)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_autograde)
 

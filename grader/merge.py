@@ -57,8 +57,11 @@ def merge(outs: list[Path], dest: Path) -> Path:
         results.update({k: r for k, r in found.items() if k in set(keys)})
     missing = [f"{s}/{a}" for s, a in keys if (s, a) not in results]
     if missing:
+        total = manifests[0]["shard"][1]
+        rerun = sorted({i % total + 1 for i, k in enumerate(sorted(keys)) if k not in results})
         raise MergeError(f"No result for {len(missing)} submission(s), e.g. {missing[:3]}: "
-                         "rerun the shard that holds them (it resumes), then merge again.")
+                         f"rerun --shard {', '.join(f'{k}/{total}' for k in rerun)} into the "
+                         "same --out (it resumes), then merge again.")
     dest.mkdir(parents=True, exist_ok=True)
     for out in outs:
         for part in ("results", "feedback", "autograded", "logs"):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import sys
@@ -99,7 +100,8 @@ def test_every_index_of_the_indexed_job_grades_its_own_shard(jobs, tmp_path):
     assert spec["completionMode"] == "Indexed" and spec["parallelism"] <= spec["completions"]
     total = spec["completions"]
     runs = pods(jobs, tmp_path)
-    assert all(a.command == "autograde" and a.deadline == ["2026-12-01T23:59:00+01:00"] for a in runs)
+    assert all(a.command == "autograde" and a.deadline == ["2026-12-01T23:59:00+01:00"]
+               and a.require_sandbox for a in runs)
     assert [parse_shard(a.shard) for a in runs] == [(k, total) for k in range(1, total + 1)]
     assert len({a.out for a in runs}) == total and len({a.submissions for a in runs}) == 1
 
@@ -146,47 +148,102 @@ def test_the_pods_can_run_the_sandbox(jobs):
 # ---------------------------------------------------------------- SLURM
 
 
-def slurm_env(tmp_path: Path, task: int, total: int) -> dict[str, str]:
+def slurm_env(tmp_path: Path, task: int, total: int, task_max: int | None = None) -> dict[str, str]:
     course = tmp_path / "course"
     (course / ".venv" / "bin").mkdir(parents=True, exist_ok=True)
     (course / ".venv" / "bin" / "activate").write_text("")  # the stubs stay first on PATH
     return {"COURSE": str(course), "GRADING": str(tmp_path / "grading"),
             "SLURM_ARRAY_TASK_ID": str(task), "SLURM_ARRAY_TASK_COUNT": str(total),
-            "SLURM_ARRAY_TASK_MAX": str(total), "SLURM_ARRAY_JOB_ID": "4242",
+            "SLURM_ARRAY_TASK_MAX": str(task_max or total), "SLURM_ARRAY_JOB_ID": "4242",
             "SLURM_CPUS_PER_TASK": "4", "DEADLINE": "2026-12-01T23:59:00+01:00"}
 
 
-def test_every_task_of_the_slurm_array_grades_its_own_shard(tmp_path):
-    """Do the array tasks 1..N run ``python -m grader autograde --shard K/N`` (K = 1..N, each
-    once), the last one queueing the merge, all accepted by the parser?"""
+def slurm_array() -> tuple[int, int]:
+    """The script's ``#SBATCH --array=FIRST-LAST``, checked against its default SHARDS."""
     text = SLURM.read_text()
     first, last = map(int, re.search(r"^#SBATCH --array=(\d+)-(\d+)", text, re.M).groups())
-    assert first == 1 and f"N=${{SLURM_ARRAY_TASK_COUNT:-{last}}}" in text
+    assert first == 1 and f"SHARDS=${{SHARDS:-{last}}}" in text
+    return first, last
+
+
+def slurm_task(tmp_path: Path, env: dict[str, str]) -> tuple[object, list[list[str]]]:
+    """The autograde command one array task runs (parsed), and the jobs it queues."""
+    made = run_shell(f"bash {shlex.quote(str(SLURM))}", tmp_path, env, shell="/bin/bash")
+    grading = [c for c in made if c[0] == "python"]
+    assert len(grading) == 1 and grading[0][1:3] == ["-m", "grader"]
+    return parsed(grading[0][3:]), [c for c in made if c[0] == "sbatch"]
+
+
+def test_every_task_of_the_slurm_array_grades_its_own_shard(tmp_path):
+    """Do the array tasks 1..N run ``python -m grader autograde --shard K/N --require-sandbox``
+    (K = 1..N, each once), the highest one queueing the merge, all accepted by the parser?"""
+    first, last = slurm_array()
     shards = []
     for task in range(first, last + 1):
-        made = run_shell(f"bash {shlex.quote(str(SLURM))}", tmp_path, slurm_env(tmp_path, task, last),
-                         shell="/bin/bash")
-        grading = [c for c in made if c[0] == "python"]
-        assert len(grading) == 1 and grading[0][1:3] == ["-m", "grader"]
-        args = parsed(grading[0][3:])
-        assert args.command == "autograde" and args.jobs == 4
+        args, queued = slurm_task(tmp_path, slurm_env(tmp_path, task, last))
+        assert args.command == "autograde" and args.jobs == 4 and args.require_sandbox
         shards.append(parse_shard(args.shard))
-        queued = [c for c in made if c[0] == "sbatch"]
         assert len(queued) == (task == last)
+        if queued:
+            merge_job = queued[0]
     assert sorted(shards) == [(k, last) for k in range(1, last + 1)]
-    wrap = queued[0][queued[0].index("--wrap") + 1]
-    assert "afterok:4242" in " ".join(queued[0]) and wrap.endswith("slurm-autograde.sh merge")
+    wrap = merge_job[merge_job.index("--wrap") + 1]
+    assert "--dependency=afterany:4242" in merge_job and wrap.endswith("slurm-autograde.sh merge")
+
+
+def test_a_task_rerun_on_its_own_keeps_its_shard(tmp_path):
+    """Does ``sbatch --array=3`` (an array of one task, numbered 3) grade shard 3/N into
+    out-3, the same folder, and queue the merge again?"""
+    _, last = slurm_array()
+    args, queued = slurm_task(tmp_path, slurm_env(tmp_path, 3, total=1, task_max=3))
+    assert parse_shard(args.shard) == (3, last) and args.out.endswith("/out-3")
+    assert len(queued) == 1 and "--dependency=afterany:4242" in queued[0]
+
+
+def test_a_task_outside_the_shards_is_refused(tmp_path):
+    """Is an array task numbered above SHARDS refused before grading anything?"""
+    _, last = slurm_array()
+    env = slurm_env(tmp_path, last + 1, last + 1)
+    log = tmp_path / "calls.jsonl"
+    bin_dir = stubs(tmp_path / "bin", "python", "sbatch")
+    done = subprocess.run(["bash", str(SLURM)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env, "CALLS": str(log),
+                               "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert done.returncode == 2 and "outside the shards" in done.stderr and not calls(log)
 
 
 def test_the_slurm_merge_step_merges_every_shard(tmp_path):
-    """Does ``slurm-autograde.sh merge`` run ``python -m grader merge`` over every out-K?"""
-    env = slurm_env(tmp_path, 8, 8)
-    for k in range(1, 9):
-        (tmp_path / "grading" / f"out-{k}").mkdir(parents=True)
+    """Does ``slurm-autograde.sh merge`` run ``python -m grader merge`` over out-1..out-N?"""
+    _, last = slurm_array()
+    env = slurm_env(tmp_path, last, last)
     (call,) = run_shell(f"bash {shlex.quote(str(SLURM))} merge", tmp_path, env, shell="/bin/bash")
     args = parsed(call[3:])
-    assert args.command == "merge" and len(args.outputs) == 8
+    assert args.command == "merge"
+    assert args.outputs == [str(tmp_path / "grading" / f"out-{k}") for k in range(1, last + 1)]
     assert args.out == str(tmp_path / "grading" / "graded")
+
+
+# ---------------------------------------------------------------- --require-sandbox
+
+
+def test_require_sandbox_refuses_to_grade_without_bubblewrap(monkeypatch):
+    """Does ``--require-sandbox`` refuse where bubblewrap is missing or turned off, and pass
+    where it runs?"""
+    from grader.autograde.host import sandbox
+    from grader.autograde.host.options import Options
+    from grader.errors import SandboxError
+
+    assert parsed(["autograde", "s", "--out", "o", "--require-sandbox"]).require_sandbox
+    with pytest.raises(SandboxError, match="--require-sandbox: refusing.*NOT isolated.*no-file-sandbox"):
+        Options(require_sandbox=True, isolate_files=False).sandbox()
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    with pytest.raises(SandboxError, match="bubblewrap is not installed"):
+        Options(require_sandbox=True).sandbox()
+    config, notes = Options(require_sandbox=False).sandbox()  # without it: a warning only
+    assert not config.bwrap and "NOT isolated" in notes["files"]
+    monkeypatch.undo()
+    if shutil.which("bwrap") and "isolated by" in Options().sandbox()[1]["files"]:
+        assert Options(require_sandbox=True).sandbox()[0].bwrap
 
 
 # ---------------------------------------------------------------- the image
@@ -249,3 +306,15 @@ def test_the_image_context_keeps_what_grading_needs():
     for needed in ("solutions", "grader", "course", "data", "nbgrader_config.py", "pyproject.toml",
                    "requirements.txt"):
         assert needed not in ignored and (ROOT / needed).exists(), needed
+
+
+def test_the_base_image_is_a_build_argument_defaulting_to_the_public_one():
+    """Is the base image ``BASE_IMAGE`` (the public python image unless given), the one
+    ``make image-check`` replaces with its debootstrap root filesystem?"""
+    steps = dockerfile()
+    (base_arg,) = [a for a in steps["ARG"] if a.startswith("BASE_IMAGE=")]
+    assert base_arg == "BASE_IMAGE=python:3.11-slim-bookworm"
+    assert steps["FROM"] == ["${BASE_IMAGE}"]
+    assert DOCKERFILE.read_text().index("ARG BASE_IMAGE") < DOCKERFILE.read_text().index("FROM")
+    check = (ROOT / "scripts" / "image_check.py").read_text()
+    assert '"--build-arg", f"BASE_IMAGE={base}"' in check and "debootstrap" in check

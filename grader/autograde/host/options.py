@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.autograde.host.sandbox import readable_paths, resolve_files, resolve_user
+from grader.autograde.host.sandbox import readable_paths, require_isolation, resolve_files, resolve_user
 from grader.autograde.messages import NBGRADER_HANDLER, GradingOptions
 from grader.autograde.results import ERROR, FLAGGED, OK
 from grader.autograde.sandbox.config import KERNEL_NAME, Limits, SandboxConfig
@@ -45,6 +45,7 @@ class Options:
     sandbox_user: str | None = "nobody"
     isolate_network: bool = True
     isolate_files: bool = True  # bubblewrap, where it runs (grader.autograde.host.sandbox)
+    require_sandbox: bool = False  # refuse to grade when bubblewrap cannot isolate kernels
     max_output_chars: int = 1_000_000
     progress: bool = True
     solutions: Path | None = None  # default: the course's solutions/ (grader.paths)
@@ -75,6 +76,8 @@ class Options:
                                hidden=tuple(str(Path(p).resolve()) for p in hidden))
         config, user = resolve_user(config)
         config, files = resolve_files(config)
+        if self.require_sandbox:
+            require_isolation(config, files)
         return config, {"user": user, "files": files}
 
     def grading(self) -> GradingOptions:

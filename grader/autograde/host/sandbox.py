@@ -99,6 +99,15 @@ def resolve_files(config: SandboxConfig) -> tuple[SandboxConfig, str]:
         f"/tmp of {config.limits.tmp_mb} MB, own PID namespace)")
 
 
+def require_isolation(config: SandboxConfig, files: str) -> None:
+    """Refuse to grade (``--require-sandbox``) unless bubblewrap isolates every kernel."""
+    if not config.bwrap:
+        raise SandboxError(
+            f"--require-sandbox: refusing to grade, the kernels' files would be {files}. Install "
+            "bubblewrap and allow unprivileged user namespaces on this machine (docs/grading.md, "
+            "\"A grading image\"), or grade elsewhere; nothing was graded.")
+
+
 def probe(config: SandboxConfig, env: dict[str, str], folder: Path, timeout: float = 300) -> dict:
     """What a sandboxed kernel sees: applied settings, interfaces, limits, torch import.
 
@@ -121,8 +130,11 @@ def probe(config: SandboxConfig, env: dict[str, str], folder: Path, timeout: flo
     try:
         report = {**json.loads(lines[0]), **json.loads(lines[1])}
     except (IndexError, json.JSONDecodeError):
+        hint = ("; bubblewrap's namespace has no root privileges over others' files: put --out "
+                "where the grading user can reach it without them (not in another user's "
+                "private home)" if "Permission denied" in result.stderr else "")
         raise SandboxError("The grading sandbox could not start a Python process (try "
-                           "--no-file-sandbox to tell bubblewrap's part from the rest):\n"
+                           f"--no-file-sandbox to tell bubblewrap's part from the rest{hint}):\n"
                            f"{result.stdout[-2000:]}{result.stderr[-2000:]}") from None
     if not report.get("torch_ok"):
         raise SandboxError(

@@ -1,0 +1,218 @@
+"""A week of the term through nbgrader's own exchange, with real Unix users: the steps of
+docs/grading.md ("A term, week by week"), in their order.
+
+An instructor and two learners, each a Unix user with a home of their own, and an exchange
+folder of mode 1777, as on a shared JupyterHub. The instructor releases 10.1 with nbgrader;
+each learner lists and fetches it, answers (one right answer, one planted mistake) and
+submits; the instructor collects; the grading account grades ``submitted/`` with
+``python -m grader autograde`` and imports the run into the course's gradebook; the
+instructor releases the feedback and each learner fetches their own page, and nobody
+else's.
+
+The users run nbgrader from a virtual environment outside any home (``make exchange-deps``:
+a venv under a mode-700 home cannot be run by another user), with its ``bin`` on PATH
+(nbgrader runs ``alembic`` by name when it makes a gradebook). Needs root and useradd.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import samples
+from tests.answers.s10_1 import qkv_projection_module, qkv_projections
+from tests.settings import ROOT
+from tests.submissions import planted
+
+pytestmark = pytest.mark.slow
+
+ASSIGNMENT = planted.ASSIGNMENT
+NOTEBOOK = samples.notebook_name(ASSIGNMENT)
+EXCHANGE_VENV = Path("/opt/course-exchange")  # the Makefile's default EXCHANGE_VENV
+COURSE_FILES = ["nbgrader_config.py", "grader/nbgrader_config.py", f"notebooks/{ASSIGNMENT}",
+                f"solutions/{ASSIGNMENT}"]
+DIAGNOSIS = "K computed with W_q"  # course.visible.s10_1.qkv_projections.K_FROM_Q
+
+
+def right_answer():
+    """The released notebook answered another way than the solutions (tests/answers/s10_1)."""
+    qkv = inspect.getsource(qkv_projections.qkv_einsum).replace("def qkv_einsum", "def qkv_projections")
+    module = (inspect.getsource(qkv_projection_module.Separate) + "\n\n"
+              + inspect.getsource(qkv_projection_module.Matmul).replace(
+                  "class Matmul(Separate)", "class QKVProjection(Separate)"))
+    return qkv, module
+
+
+class Users:
+    """Unix users made for the test, removed afterwards with their homes."""
+
+    def __init__(self, base: Path):
+        self.base, self.names = base, []
+        self.path = f"{EXCHANGE_VENV}/bin:/usr/local/bin:/usr/bin:/bin"
+
+    def add(self, role: str) -> str:
+        name = f"cg{role}{os.getpid() % 100000}"
+        subprocess.run(["useradd", "--create-home", "--home-dir", str(self.base / name),
+                        "--shell", "/bin/sh", name], check=True, capture_output=True)
+        self.names.append(name)
+        (self.base / name).chmod(0o700)  # private homes, as on a hub
+        return name
+
+    def home(self, name: str) -> Path:
+        return self.base / name
+
+    def run(self, name: str, *command: str, cwd: Path | None = None) -> str:
+        """``command`` as user ``name``, in a clean environment with the exchange venv on PATH."""
+        env = [f"HOME={self.home(name)}", f"USER={name}", f"LOGNAME={name}", f"PATH={self.path}",
+               "LANG=C.UTF-8"]
+        done = subprocess.run(["runuser", "-u", name, "--", "env", "-i", *env, *command],
+                              cwd=cwd or self.home(name), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{name}: {' '.join(command)}\n{done.stdout}\n{done.stderr}"
+        return done.stdout + done.stderr
+
+    def remove(self) -> None:
+        for name in self.names:
+            subprocess.run(["userdel", "--remove", name], capture_output=True)
+
+
+def write_as(user: str, path: Path, text: str) -> None:
+    path.write_text(text)
+    shutil.chown(path, user, user)
+
+
+def root_grader(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def place_feedback(out: Path, course: Path) -> None:
+    """Each feedback page, with its submission's timestamp and secret, where ``nbgrader
+    release_feedback`` reads it. The gradebook import does this on the branch that adds it;
+    until then the test places the pages itself."""
+    for page in out.glob(f"feedback/*/{ASSIGNMENT}/*.html"):
+        student = page.parent.parent.name
+        folder = course / "feedback" / student / ASSIGNMENT
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(page, folder)
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            shutil.copy(course / "submitted" / student / ASSIGNMENT / name, folder)
+
+
+@pytest.fixture(scope="module")
+def hub():
+    """The exchange, the users and the instructor's course folder; removed afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("the exchange test makes Unix users: it needs root")
+    if not shutil.which("useradd") or not shutil.which("runuser"):
+        pytest.skip("the exchange test makes Unix users: useradd and runuser are missing")
+    subprocess.run(["make", "-s", "-C", str(ROOT), "exchange-deps", f"EXCHANGE_VENV={EXCHANGE_VENV}"],
+                   check=True, timeout=900)
+    base = Path(tempfile.mkdtemp(prefix="course-hub-", dir="/tmp"))
+    base.chmod(0o755)
+    users = Users(base)
+    try:
+        exchange = base / "exchange"
+        exchange.mkdir()
+        exchange.chmod(0o1777)
+        instructor = users.add("i")
+        learners = [users.add("a"), users.add("b")]
+        course = users.home(instructor) / "course"
+        for part in COURSE_FILES:  # the instructor's copy of the course
+            source, dest = ROOT / part, course / part
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
+        with (course / "nbgrader_config.py").open("a") as config:
+            config.write(f"c.Exchange.root = {str(exchange)!r}\n")
+        for learner in learners:
+            (users.home(learner) / ".jupyter").mkdir()
+            (users.home(learner) / ".jupyter" / "nbgrader_config.py").write_text(
+                "c = get_config()  # noqa: F821\n"
+                f"c.Exchange.root = {str(exchange)!r}\n"
+                "c.CourseDirectory.course_id = 'transformer-course'\n")
+        subprocess.run(["chown", "-R", f"{instructor}:{instructor}", str(users.home(instructor))], check=True)
+        for learner in learners:
+            subprocess.run(["chown", "-R", f"{learner}:{learner}", str(users.home(learner))], check=True)
+        yield {"users": users, "instructor": instructor, "learners": learners, "course": course,
+               "exchange": exchange, "base": base}
+    finally:
+        users.remove()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_week_through_nbgrader_exchange(hub):
+    """Release, fetch, submit, collect, autograde, gradebook, feedback released and fetched:
+    does each learner get their own diagnosis, nobody else's, and the gradebook both scores?"""
+    users, course = hub["users"], hub["course"]
+    instructor, (right, wrong) = hub["instructor"], hub["learners"]
+    deadline = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat(timespec="seconds")
+
+    # 1. release (the learner notebooks are generated: make notebooks)
+    users.run(instructor, "nbgrader", "release_assignment", ASSIGNMENT, cwd=course)
+    # learners: list, fetch, answer, submit
+    qkv, module = right_answer()
+    answers = {right: {"qkv_projections": qkv, "QKVProjection": module},
+               wrong: {"qkv_projections": planted.WRONG_QKV, "QKVProjection": module}}
+    for learner, cells in answers.items():
+        assert ASSIGNMENT in users.run(learner, "nbgrader", "list")
+        users.run(learner, "nbgrader", "fetch_assignment", ASSIGNMENT)
+        path = users.home(learner) / ASSIGNMENT / NOTEBOOK
+        nb = nbformat.read(path, as_version=4)
+        for grade_id, source in cells.items():
+            nb = samples.plant(nb, grade_id, source, append=False)
+        write_as(learner, path, nbformat.writes(nb))
+        users.run(learner, "nbgrader", "submit", ASSIGNMENT)
+
+    # 2. collect
+    users.run(instructor, "nbgrader", "collect", ASSIGNMENT, cwd=course)
+    submitted = course / "submitted"
+    assert sorted(p.name for p in submitted.iterdir()) == sorted([right, wrong])
+
+    # 3. autograde, straight from nbgrader's submitted/ (the grading account: root here; its
+    # OUT outside the instructor's private home, which bubblewrap's namespace cannot enter)
+    out = hub["base"] / "graded" / ASSIGNMENT
+    root_grader("autograde", str(submitted), "--out", str(out), "--assignment", ASSIGNMENT,
+                "--deadline", deadline, "--jobs", "2", "--timeout", "60", "--quiet")
+    grades = (out / "grades.csv").read_text()
+
+    # 4. grades into the course's gradebook; the feedback where release_feedback reads it
+    db = course / "gradebook.db"
+    root_grader("gradebook", str(out), "--db", f"sqlite:///{db}")
+    if not list(course.glob(f"feedback/*/{ASSIGNMENT}/*.html")):
+        place_feedback(out, course)
+    subprocess.run(["chown", "-R", f"{instructor}:{instructor}", str(course)], check=True)
+    users.run(instructor, "nbgrader", "release_feedback", ASSIGNMENT, cwd=course)
+
+    # learners fetch their feedback: their own page only
+    pages = {}
+    for learner in (right, wrong):
+        users.run(learner, "nbgrader", "fetch_feedback", ASSIGNMENT)
+        (page,) = (users.home(learner) / ASSIGNMENT / "feedback").glob(f"*/{NOTEBOOK[:-6]}.html")
+        pages[learner] = page.read_text()
+    assert DIAGNOSIS in pages[wrong] and DIAGNOSIS not in pages[right]
+    assert wrong not in pages[right] and right not in pages[wrong]
+    outbound = hub["exchange"] / "transformer-course" / "feedback"
+    listing = subprocess.run(["runuser", "-u", right, "--", "ls", str(outbound)], capture_output=True)
+    assert listing.returncode != 0  # learners cannot list the others' pages
+
+    # the gradebook holds both scores, as grades.csv says
+    with sqlite3.connect(db) as connection:
+        scores = dict(connection.execute(
+            "SELECT student.id, SUM(COALESCE(grade.manual_score, grade.auto_score)) FROM grade "
+            "JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id "
+            "JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id "
+            "JOIN student ON submitted_assignment.student_id = student.id GROUP BY student.id"))
+    assert scores == {right: 4, wrong: 2}
+    rows = {line.split(",")[0]: line.split(",")[2] for line in grades.splitlines()[1:]}
+    assert rows == {right: "4", wrong: "2"}
