@@ -43,15 +43,23 @@ MASK_AFTER_SOFTMAX = Mistake("mask_after_softmax", "the mask applied after the s
                              "sum to 1.")
 MASK_ZERO = Mistake("mask_zero", "masked scores set to 0 instead of -inf",
                     "A score of 0 still gets weight exp(0); use float('-inf').")
+FILL_FINITE = Mistake("mask_fill_finite", "blocked scores filled with a finite number such as -1e4",
+                      "A blocked pair gets weight exactly 0 whatever the other scores are: fill with "
+                      "float('-inf') (or torch.finfo(scores.dtype).min), not with a number a score can "
+                      "fall below.")
+#: The finite fill published code often uses, and what a case's allowed scores sit far below.
+FINITE_FILL = -1e4
 
 NAMES = ("output", "weights")
-CASES = [  # name, leading dims, n_q, n_k, d_k, d_v, mask, dtype, scale of Q and K
-    ("2-D Q (3, 4), K (5, 4), V (5, 6), no mask", (), 3, 5, 4, 6, None, torch.float64, 1.0),
-    ("a batch, n_q=3 queries and n_k=5 keys, no mask", (2,), 3, 5, 4, 6, None, torch.float32, 1.0),
-    ("4-D (batch, heads), a different mask per head", (2, 3), 3, 5, 4, 6, "random", torch.float64, 1.0),
-    ("causal mask (5, 5)", (2,), 5, 5, 4, 6, "causal", torch.float64, 1.0),
-    ("padding mask (B, 1, n_k)", (2,), 3, 5, 4, 6, "padding", torch.float64, 1.0),
-    ("float32, scores of magnitude 1e4, padding mask", (2,), 3, 5, 4, 6, "padding", torch.float32, 60.0),
+CASES = [  # name, leading dims, n_q, n_k, d_k, d_v, mask, dtype, scale of Q and K, shift (see below)
+    ("2-D Q (3, 4), K (5, 4), V (5, 6), no mask", (), 3, 5, 4, 6, None, torch.float64, 1.0, 0.0),
+    ("a batch, n_q=3 queries and n_k=5 keys, no mask", (2,), 3, 5, 4, 6, None, torch.float32, 1.0, 0.0),
+    ("4-D (batch, heads), a different mask per head", (2, 3), 3, 5, 4, 6, "random", torch.float64, 1.0, 0.0),
+    ("causal mask (5, 5)", (2,), 5, 5, 4, 6, "causal", torch.float64, 1.0, 0.0),
+    ("padding mask (B, 1, n_k)", (2,), 3, 5, 4, 6, "padding", torch.float64, 1.0, 0.0),
+    ("float32, scores of magnitude 1e4, padding mask", (2,), 3, 5, 4, 6, "padding", torch.float32, 60.0, 0.0),
+    ("every score near -1.25e5, far below -1e4, padding mask", (2,), 3, 5, 4, 6, "padding", torch.float64,
+     1.0, 1.25e5),
 ]
 
 
@@ -78,11 +86,20 @@ def case_mask(kind, lead, n_q, n_k, seed):
     return mask
 
 
-def attention_inputs(lead, n_q, n_k, d_k, d_v, kind, dtype, scale, seed):
+def shift_scores(Q: torch.Tensor, K: torch.Tensor, below: float) -> None:
+    """Move every score down by about ``below`` (in place): feature 0 of every key set to -2 and
+    of every query to below·sqrt(d_k)/2, so a row's allowed scores all sit far below a finite fill.
+    The large number sits in Q, whose feature-0 gradient is a sum that cancels to 0."""
+    if below:
+        Q[..., 0], K[..., 0] = below * math.sqrt(Q.shape[-1]) / 2, -2.0
+
+
+def attention_inputs(lead, n_q, n_k, d_k, d_v, kind, dtype, scale, shift, seed):
     """Q, K, V (fresh leaves) and the mask of a case."""
     x = {"Q": seeded(*lead, n_q, d_k, seed=seed, dtype=dtype, scale=scale),
          "K": seeded(*lead, n_k, d_k, seed=seed + 1, dtype=dtype, scale=scale),
          "V": seeded(*lead, n_k, d_v, seed=seed + 2, dtype=dtype)}
+    shift_scores(x["Q"], x["K"], shift)
     return {k: v.requires_grad_() for k, v in x.items()}, case_mask(kind, lead, n_q, n_k, seed)
 
 
@@ -125,13 +142,14 @@ def _inverted(Q, K, mask):
     return weights.masked_fill(nothing, float("nan"))
 
 
-def _zero_filled(Q, K, mask):
-    """Blocked scores set to 0 instead of -inf: an additive mask that cancels the score."""
-    if mask is None:
-        return pytorch_weights(Q, K, None)
-    scale = 1 / math.sqrt(Q.shape[-1])
-    cancel = (Q @ K.transpose(-2, -1) * scale).masked_fill(mask, 0.0)  # (..., n_q, n_k)
-    return pytorch_weights(Q, K, -cancel)
+def _filled(value: float):
+    """Blocked scores set to ``value`` instead of -inf: an additive mask that replaces the score."""
+    def weights(Q, K, mask):
+        if mask is None:
+            return pytorch_weights(Q, K, None)
+        scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., n_q, n_k)
+        return pytorch_weights(Q, K, (value - scores).masked_fill(mask, 0.0))
+    return weights
 
 
 def _after_softmax(Q, K, mask):
@@ -146,7 +164,7 @@ def _variants(spec, seed):
                SCALE_DV: partial(pytorch_weights, scale=1 / math.sqrt(d_v)),
                SCALE_N: partial(pytorch_weights, scale=1 / math.sqrt(n_q)),
                SOFTMAX_QUERIES: _over_queries, MASK_INVERTED: _inverted,
-               MASK_AFTER_SOFTMAX: _after_softmax, MASK_ZERO: _zero_filled}
+               MASK_AFTER_SOFTMAX: _after_softmax, FILL_FINITE: _filled(FINITE_FILL), MASK_ZERO: _filled(0.0)}
     return {mistake: partial(_outputs, _from_weights(of), spec, seed) for mistake, of in weights.items()}
 
 
@@ -162,8 +180,9 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
             return expect_pair(out, "scaled_dot_product_attention")
 
         got = _outputs(learner, spec, 100 * seed)
-        if spec[-1] > 1 and not all(torch.isfinite(t).all() for t in got.values()):
+        if (spec[7] > 1 or spec[8]) and not all(torch.isfinite(t).all() for t in got.values()):
             raise overflowed(where)
         compare_outputs(got, _outputs(pytorch_attention, spec, 100 * seed), "scaled_dot_product_attention",
                         where, against="F.scaled_dot_product_attention", variants=_variants(spec, 100 * seed))
-    passed("scaled_dot_product_attention matches PyTorch on 2-D to 4-D inputs, with every kind of mask.")
+    passed("scaled_dot_product_attention matches PyTorch on 2-D to 4-D inputs, with every kind of mask; "
+           "blocked pairs get weight 0 even when every score is far below -1e4.")

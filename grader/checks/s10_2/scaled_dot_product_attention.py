@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from course.visible.s10_2.scaled_dot_product_attention import (
+    FILL_FINITE,
+    FINITE_FILL,
     MASK_AFTER_SOFTMAX,
     MASK_INVERTED,
     MASK_ZERO,
@@ -17,6 +19,7 @@ from course.visible.s10_2.scaled_dot_product_attention import (
     SCALE_DK,
     SOFTMAX_QUERIES,
     overflowed,
+    shift_scores,
 )
 from grader.checks.common import attention_weights, case_mask
 from grader.checks.core import Case, Outputs, call_learner, expect_tuple, generator, randn
@@ -45,6 +48,8 @@ CASES = [
          dtype=torch.float32),
     Case("float32, logits of magnitude 1e4", 310, {"shape": "3-D", "mask": "padding", "scale": 60.0},
          dtype=torch.float32),
+    Case("4-D, every score near -1.25e5, far below -1e4, padding and causal mask", 311,
+         {"shape": "4-D square", "mask": "padding+causal", "shift": 1.25e5}),
 ]
 
 
@@ -55,6 +60,7 @@ def attention_inputs(case: Case, device: torch.device):
     x = {"Q": randn((*lead, n_q, d_k), g, case.dtype, device, scale),
          "K": randn((*lead, n_k, d_k), g, case.dtype, device, scale),
          "V": randn((*lead, n_k, d_v), g, case.dtype, device)}
+    shift_scores(x["Q"], x["K"], case.params.get("shift", 0.0))
     mask = case_mask(case.params["mask"], lead, n_q, n_k, g)
     return {k: v.requires_grad_() for k, v in x.items()}, None if mask is None else mask.to(device)
 
@@ -102,6 +108,7 @@ class ScaledDotProductAttention(Exercise):
         SOFTMAX_QUERIES: _variant(lambda Q, K, m: attention_weights(Q, K, m, dim=-2)),
         MASK_INVERTED: _variant(_inverted),
         MASK_AFTER_SOFTMAX: _variant(_mask_after_softmax),
+        FILL_FINITE: _variant(lambda Q, K, m: attention_weights(Q, K, m, fill=FINITE_FILL)),
         MASK_ZERO: _variant(lambda Q, K, m: attention_weights(Q, K, m, fill=0.0)),
     }
 
@@ -119,7 +126,8 @@ class ScaledDotProductAttention(Exercise):
         return _outputs(case, device, _reference)
 
     def evaluate(self, case, got, device):
-        if "scale" in case.params and not all(torch.isfinite(t).all() for t in got.values()):
+        large = "scale" in case.params or "shift" in case.params
+        if large and not all(torch.isfinite(t).all() for t in got.values()):
             raise overflowed(str(case))
         super().evaluate(case, got, device)
 
