@@ -64,7 +64,7 @@ def compare_outputs(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Te
 
     Shapes are checked first, then values with the tolerance of each output's dtype and of
     ``device`` (the outputs' own by default). The failure names the first of ``variants``
-    (known mistakes on this case) whose outputs the learner's match.
+    (known mistakes on this case) whose outputs the learner's match, and not the reference's.
     """
     label = {key: what if key == "output" else f"{what}: {key}" for key in want}
     for key, expected in want.items():
@@ -75,7 +75,7 @@ def compare_outputs(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Te
         rtol, atol = tolerance(expected.dtype, device if device is not None else expected.device)
         if close(got[key], expected, rtol, atol):
             continue
-        mistake = diagnose(got, key, variants or {}, rtol, atol)
+        mistake = diagnose(got, key, variants or {}, rtol, atol, reference=want)
         message = (f"{label[key]} differs from {against}{' in ' + where if where else ''}: "
                    f"{describe_difference(got[key], expected)}.")
         raise CheckFailure(message + (f"\n{mistake.sentence()}" if mistake else ""), mistake)

@@ -31,7 +31,7 @@ def compare_within(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Ten
     for key, expected in want.items():
         if close(got[key], expected, rtol, atol):
             continue
-        mistake = diagnose(got, key, variants or {}, rtol, atol)
+        mistake = diagnose(got, key, variants or {}, rtol, atol, reference=want)
         reference = against if isinstance(against, str) else against.get(key, "the reference")
         message = (f"{label[key]} differs from {reference} in {where}: "
                    f"{describe_difference(got[key], expected)} (allowed {atol:.1g}).")
