@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from course import checking
+from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' name for it
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
 from grader.checks.core import (
@@ -31,7 +31,7 @@ from grader.checks.core import (
     grading_device,
     randn,
 )
-from grader.checks.tripwire import NOTHING, Forbidden, function_name
+from grader.checks.tripwire import NOTHING, Forbidden
 
 
 class Exercise:
@@ -152,50 +152,6 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
                 f"{exercise} creates a tensor on a fixed device: with inputs on another "
                 f"device it fails with '{text.splitlines()[0]}'. Create new tensors with "
                 "device=x.device (or torch.zeros_like(x), x.new_ones(...))."
-            ) from None
-
-
-#: Factory functions that create a tensor from scratch, on the default device unless told.
-FACTORIES = frozenset(f"torch.{name}" for name in (
-    "arange", "zeros", "ones", "full", "empty", "tensor", "linspace", "logspace", "eye", "rand",
-    "randn", "randint", "randperm", "as_tensor", "empty_strided"))
-
-
-class _UnplacedOnMeta(TorchFunctionMode):
-    """Moves every tensor a factory function creates without a ``device`` to 'meta'.
-
-    The inputs stay on the CPU, so code that creates its tensors with ``device=x.device``
-    never touches 'meta'; an unplaced one then meets the CPU inputs and fails with a device
-    mismatch. 0-d tensors stay where they are: they mix with tensors on any device.
-    """
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if (function_name(func) in FACTORIES and kwargs.get("device") is None
-                and not (args and isinstance(args[0], torch.Tensor))
-                and isinstance(result, torch.Tensor) and result.dim() > 0):
-            return result.to("meta")
-        return result
-
-
-def check_unplaced_tensors(exercise: str, call: Callable[[], object]) -> None:
-    """Run learner code on CPU inputs with unplaced new tensors moved to 'meta'.
-
-    The cheap cousin of :func:`check_device_independence` for code that builds index or
-    frequency tensors (``torch.arange``): ``arange`` on 'meta' costs PyTorch a second of
-    imports, while here only a wrong answer ever runs on 'meta'.
-    """
-    try:
-        with _UnplacedOnMeta():
-            call()
-    except Exception as error:  # noqa: BLE001 - learner code
-        text = str(error)
-        if "expected device" in text or "same device" in text:
-            raise CheckFailure(
-                f"{exercise} creates a tensor without a device (torch.arange(n), torch.zeros(...)): "
-                "it lands on the CPU even when the inputs are on a GPU, and fails there. Create new "
-                "tensors with device=x.device (or torch.zeros_like(x), x.new_ones(...))."
             ) from None
 
 

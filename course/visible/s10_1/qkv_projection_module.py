@@ -12,6 +12,7 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_linear_layers,
     expect_tuple,
@@ -68,4 +69,6 @@ def check_QKVProjection(QKVProjection) -> None:
                         _outputs(module, _layers(module, ("w_q", "w_k", "w_v")), dtype, seed),
                         "QKVProjection", f"case '{case}'", against="nn.Linear with the module's weights",
                         variants=variants)
+    x = torch.ones(2, 3, 8, dtype=module.w_q.weight.dtype)  # made outside the probe
+    check_unplaced_tensors("QKVProjection", lambda: module(x))
     passed("QKVProjection has three separate layers and computes Q, K, V (gradients too).")

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from course.checking import (
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_tuple,
     passed,
@@ -63,4 +64,6 @@ def check_qkv_projections(qkv_projections) -> None:
         compare_outputs(_outputs(learner, dims, seed), _outputs(_linear, dims, seed), "qkv_projections",
                         f"case '{case}'", against="nn.Linear(bias=False) with the same weights",
                         variants=variants)
+    X, W_qk, W_v = torch.ones(2, 3, 5), torch.ones(5, 4), torch.ones(5, 6)  # made outside the probe
+    check_unplaced_tensors("qkv_projections", lambda: qkv_projections(X, W_qk, W_qk, W_v))
     passed("qkv_projections matches nn.Linear(bias=False) on 2-D, 3-D and 4-D inputs, gradients too.")

@@ -17,6 +17,7 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_pair,
     passed,
@@ -184,5 +185,9 @@ def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
             raise overflowed(where)
         compare_outputs(got, _outputs(pytorch_attention, spec, 100 * seed), "scaled_dot_product_attention",
                         where, against="F.scaled_dot_product_attention", variants=_variants(spec, 100 * seed))
+    Q, K, V = torch.ones(2, 3, 4), torch.ones(2, 5, 4), torch.ones(2, 5, 6)  # made outside the probe
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    check_unplaced_tensors("scaled_dot_product_attention",
+                            lambda: scaled_dot_product_attention(Q, K, V, mask=mask))
     passed("scaled_dot_product_attention matches PyTorch on 2-D to 4-D inputs, with every kind of mask; "
            "blocked pairs get weight 0 even when every score is far below -1e4.")

@@ -10,6 +10,7 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_tensor,
     passed,
@@ -70,4 +71,6 @@ def check_softmax(softmax) -> None:
                     GLOBAL: partial(_outputs, _global, *spec, seed)}
         compare_outputs(got, _outputs(torch.softmax, *spec, seed), "softmax", where, against="torch.softmax",
                         variants=variants)
+    x = torch.ones(2, 3)  # made outside the probe: only softmax's own new tensors go to 'meta'
+    check_unplaced_tensors("softmax", lambda: softmax(x, dim=-1))
     passed("softmax matches torch.softmax along any dim, for any shape, even for huge logits.")

@@ -18,6 +18,7 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_linear_layers,
     expect_pair,
@@ -176,4 +177,7 @@ def check_MultiHeadAttention(MultiHeadAttention) -> None:
         compare_outputs(_outputs(learner, spec, seed), _outputs(pytorch, spec, seed),
                         "MultiHeadAttention", where, against="nn.MultiheadAttention with the same weights",
                         variants=_variants(module, spec, seed))
+    probe = call_learner("MultiHeadAttention", "MultiHeadAttention(8, 2)", MultiHeadAttention, 8, 2)
+    x, mask = torch.ones(2, 3, 8), torch.ones(3, 3, dtype=torch.bool)
+    check_unplaced_tensors("MultiHeadAttention", lambda: probe(x, x, x, mask=mask))
     passed("MultiHeadAttention matches nn.MultiheadAttention: self- and cross-attention, masks, bias=False.")

@@ -17,6 +17,7 @@ from course.checking import (
     Mistake,
     angle_tolerance,
     call_learner,
+    check_unplaced_tensors,
     close,
     expect_shape,
     expect_tensor,
@@ -199,6 +200,9 @@ def check_apply_rotary(apply_rotary) -> None:
             "turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
         _check_gradient(x, out, images, atol, where, seed)
     expect_value_error("apply_rotary", lambda: apply_rotary(torch.zeros(2, 3, 5)), "for an odd d=5")
+    x, positions = torch.ones(2, 3, 4), torch.tensor([2, 0, 1])  # made outside the probes
+    check_unplaced_tensors("apply_rotary", lambda: apply_rotary(x))
+    check_unplaced_tensors("apply_rotary", lambda: apply_rotary(x, positions))
     passed("apply_rotary turns every pair by p·w_i, so the score of q and k depends only on their offset.")
 
 

@@ -13,6 +13,7 @@ from course.checking import (
     Mistake,
     angle_tolerance,
     call_learner,
+    check_unplaced_tensors,
     close,
     expect_tensor,
     expect_value_error,
@@ -118,4 +119,7 @@ def check_PositionalEncoding(PositionalEncoding) -> None:
                                         max_len=50, dropout=0.5),
                    lambda where, module, x: call_learner("PositionalEncoding", where, module, x),
                    table(formula, range(50), 8))
+    probe = call_learner("PositionalEncoding", "PositionalEncoding(8, 20)", PositionalEncoding, 8, 20)
+    x = torch.ones(2, 5, 8)
+    check_unplaced_tensors("PositionalEncoding", lambda: probe(x))
     passed("PositionalEncoding keeps pe as a buffer, adds pe[:n], applies dropout and rejects long inputs.")

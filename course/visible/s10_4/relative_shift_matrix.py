@@ -48,11 +48,12 @@ def shift_positions(k: int) -> list[int]:
 
 
 def expect_square_matrix(M, k: int, d_model: int, where: str) -> torch.Tensor:
-    """A floating-point (d_model, d_model) tensor."""
+    """A float32 (d_model, d_model) tensor, like the encoding it moves."""
     what = f"relative_shift_matrix({k}, {d_model})"
     expect_tensor(M, what, where)
-    if not M.is_floating_point():
-        raise CheckFailure(f"{what} should be a floating-point matrix (float32), not {M.dtype}.")
+    if M.dtype != torch.float32:
+        raise CheckFailure(f"{what} should be a float32 matrix, like the encoding, not {M.dtype}: compute "
+                           "in float64 if you like, and return M.float().")
     expect_shape(M, (d_model, d_model), what, where)
     return M
 

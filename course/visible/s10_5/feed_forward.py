@@ -12,6 +12,7 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_linear_layers,
     expect_tensor,
@@ -99,4 +100,6 @@ def check_FeedForward(FeedForward) -> None:
     expect_dropout_modes("FeedForward", lambda p: FeedForward(8, 32, activation="gelu", dropout=p),
                          seeded(2, 50, 8, seed=898),
                          lambda where, fn, *args: call_learner("FeedForward", where, fn, *args))
+    probe, x = call_learner("FeedForward", "FeedForward(8, 16)", FeedForward, 8, 16), torch.ones(2, 3, 8)
+    check_unplaced_tensors("FeedForward", lambda: probe(x))
     passed("FeedForward has the right layers, both activations, dropout, and rejects unknown activations.")

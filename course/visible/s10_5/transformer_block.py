@@ -12,6 +12,7 @@ from torch import nn
 from course.checking import (
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     compare_outputs,
     expect_tensor,
     expect_value_error,
@@ -192,4 +193,8 @@ def check_TransformerBlock(TransformerBlock) -> None:
     expect_dropout_modes("TransformerBlock", lambda p: TransformerBlock(8, 2, 16, dropout=p, norm_first=True),
                          seeded(2, 6, 8, seed=897),
                          lambda where, fn, *args: call_learner("TransformerBlock", where, fn, *args))
+    probe = call_learner("TransformerBlock", "TransformerBlock(8, 2, 16)", TransformerBlock, 8, 2, 16,
+                         norm_first=True)
+    x, mask = torch.ones(2, 3, 8), torch.ones(2, 1, 1, 3, dtype=torch.bool)
+    check_unplaced_tensors("TransformerBlock", lambda: probe(x, mask))
     passed("TransformerBlock matches nn.TransformerEncoderLayer: post- and pre-norm, every kind of mask.")

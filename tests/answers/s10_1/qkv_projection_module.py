@@ -3,7 +3,7 @@
 from torch import nn
 
 from course.visible.s10_1.qkv_projection_module import K_FROM_W_Q, SWAPPED_LAYERS
-from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "QKVProjection"
 
@@ -74,5 +74,5 @@ def answers(solution):
         bug("QKVAliased", Aliased),
         bug("QKVSwappedForward", SwappedForward, mistake=SWAPPED_LAYERS),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["QKVProjection"]),
-            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
+            hidden=ON_A_FIXED_DEVICE),
     ]
