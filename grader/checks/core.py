@@ -19,7 +19,7 @@ import torch
 # type, tolerances, notion of "close" and wording for what a learner sees and what is graded.
 from course import checking
 from course.checking import CheckFailure, Outputs, close, describe_difference, tolerance  # noqa: F401
-from grader.checks.tripwire import Forbidden, watching
+from grader.checks.tripwire import Forbidden, watching, watching_shipped_checks
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,19 @@ def forbidden_call_message(exercise: str, hits: set[str]) -> str:
     )
 
 
+def shipped_call_message(exercise: str, hits: set[str]) -> str:
+    return (f"No credit for {exercise}: it calls {', '.join(sorted(hits))}, the course's own checking code, "
+            "which holds the reference it is graded against. Write it yourself.")
+
+
 def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
     """Call learner code under the tripwires; its exceptions become CheckFailures (the
-    toolkit's :func:`course.checking.call_learner`), a call to the reference ForbiddenCall."""
-    with watching(forbidden) as hits:
+    toolkit's :func:`course.checking.call_learner`), a call to the reference (PyTorch's, or
+    the shipped checking code's) ForbiddenCall."""
+    with watching(forbidden) as hits, watching_shipped_checks() as shipped:
         result = checking.call_learner(exercise, str(case), fn, *args, **kwargs)
+    if shipped:
+        raise ForbiddenCall(shipped_call_message(exercise, shipped), shipped)
     if hits:
         raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
     return result
