@@ -11,7 +11,6 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
 
 import torch
 
@@ -23,7 +22,6 @@ from grader.checks.core import (
     Case,
     CheckFailure,
     ForbiddenCall,
-    Outputs,
     call_learner,
     detach_outputs,
     exact_matmul,
@@ -34,43 +32,16 @@ from grader.checks.core import (
 from grader.checks.tripwire import NOTHING, Forbidden
 
 
-class Exercise:
-    """Subclasses fill in ``name``, ``cases``, ``run`` and ``reference``."""
+class Exercise(checking.Exercise):
+    """The toolkit's exercise (:class:`course.checking.exercise.Exercise`: cases, run, reference,
+    mistakes) graded: learner code called under the tripwires of ``forbidden``, on the grading
+    device, the outcome recorded for the clean-process verification."""
 
-    name: str = ""
-    reference_name: str = "the PyTorch reference"
     forbidden: Forbidden = NOTHING
-    #: Known mistakes, each with ``run(case, device) -> Outputs`` reproducing it on a case.
-    mistakes: Mapping[checking.Mistake, Callable[..., Outputs]] = {}
 
-    def cases(self) -> Sequence[Case]:
-        raise NotImplementedError
-
-    def run(self, impl, case: Case, device: torch.device) -> Outputs:
-        """The learner's outputs (and gradients) on ``case``; raises CheckFailure on errors."""
-        raise NotImplementedError
-
-    def reference(self, case: Case, device: torch.device) -> Outputs:
-        """PyTorch's outputs (and gradients) on ``case``."""
-        raise NotImplementedError
-
-    def extra_checks(self, impl, device: torch.device) -> None:
-        """Checks beyond the cases: errors for bad arguments, device independence."""
-
-    def expected(self, case: Case, device: torch.device) -> Outputs:
-        """The reference's outputs on ``case``, computed once per process: they are seeded,
-        so the grader verifies a whole class against one computation."""
-        cache = self.__dict__.setdefault("_expected", {})
-        key = (case.name, case.seed, str(device))
-        if key not in cache:
-            cache[key] = self.reference(case, device)
-        return cache[key]
-
-    def evaluate(self, case: Case, got: Outputs, device: torch.device) -> None:
-        """Raise CheckFailure unless ``got`` matches the reference on ``case``."""
-        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
-        checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
-                                 against=self.reference_name, variants=variants, device=device)
+    def call(self, case: Case, function, *args, **kwargs):
+        """Call learner code under the tripwires: a call to the reference is a ForbiddenCall."""
+        return call_learner(self.name, self.forbidden, case, function, *args, **kwargs)
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""
