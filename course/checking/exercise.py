@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 
+from course.checking.failure import CheckFailure
 from course.checking.learner import call_learner
 from course.checking.mistakes import Mistake
-from course.checking.outputs import Outputs, compare_outputs
+from course.checking.outputs import Outputs, compare_outputs, generator, randn
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ class Exercise:
         """Call learner code on ``case``; its errors become failures that name the case."""
         return call_learner(self.name, str(case), function, *args, **kwargs)
 
+    def build(self, impl, case: Case, *args, **kwargs) -> torch.nn.Module:
+        """The learner's module for ``case`` (its class called with ``args``), in the case's dtype."""
+        module = self.call(case, impl, *args, **kwargs)
+        if not isinstance(module, torch.nn.Module):
+            raise CheckFailure(f"{self.name}(...) should create an nn.Module, not a {type(module).__name__}.")
+        return module.to(dtype=case.dtype)
+
     def run(self, impl, case: Case, device: torch.device) -> Outputs:
         """The learner's outputs (and gradients) on ``case``."""
         raise NotImplementedError
@@ -87,3 +95,10 @@ class Exercise:
         for case in self.cases():
             self.evaluate(case, self.run(impl, case, device), device)
         self.extra_checks(impl, device)
+
+
+def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,
+                      device: torch.device) -> dict[str, torch.Tensor]:
+    """Random values for every parameter of a case (LayerNorm weights included)."""
+    g = generator(case.seed + 104729)
+    return {name: randn(shape, g, case.dtype, device, scale=0.5) for name, shape in shapes.items()}

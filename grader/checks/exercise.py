@@ -10,12 +10,14 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 import torch
 
 from course import checking
-from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' name for it
+from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' names for them
+from course.checking.exercise import seeded_parameters  # noqa: F401
+from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
 from grader.checks.core import (
@@ -25,9 +27,7 @@ from grader.checks.core import (
     call_learner,
     detach_outputs,
     exact_matmul,
-    generator,
     grading_device,
-    randn,
 )
 from grader.checks.tripwire import NOTHING, Forbidden
 
@@ -126,42 +126,9 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
             ) from None
 
 
-def load_parameters(module: torch.nn.Module, values: Mapping[str, torch.Tensor],
-                    exercise: str, how: str) -> dict[str, torch.nn.Parameter]:
-    """Copy the check's seeded values into the learner's module, by the contract's names.
-
-    ``how`` tells the learner how the submodules should be created when a name or shape
-    is off. Returns the learner's parameters by name, ready to collect gradients from.
-    """
-    if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(f"{exercise} should be an nn.Module subclass; got {type(module).__name__}.")
-    params = dict(module.named_parameters())
-    missing = [name for name in values if name not in params]
-    extra = sorted(set(params) - set(values))
-    if missing or extra:
-        detail = (f"missing {', '.join(missing)}" if missing else "") + \
-                 ("; " if missing and extra else "") + \
-                 (f"unexpected {', '.join(extra)}" if extra else "")
-        raise CheckFailure(f"{exercise} has the wrong parameters ({detail}). {how}")
-    for name, value in values.items():
-        if tuple(params[name].shape) != tuple(value.shape):
-            raise CheckFailure(f"{exercise}: parameter {name} has shape {tuple(params[name].shape)}, "
-                               f"expected {tuple(value.shape)}. {how}")
-        with torch.no_grad():
-            params[name].copy_(value)
-    return {name: params[name] for name in values}
-
-
 def build_module(exercise: str, forbidden: Forbidden, case: Case, cls, *args, **kwargs):
     """Instantiate the learner's class; its errors become CheckFailures."""
     module = call_learner(exercise, forbidden, case, cls, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         raise CheckFailure(f"{exercise}(...) should create an nn.Module, got {type(module).__name__}.")
     return module.to(dtype=case.dtype)
-
-
-def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,
-                      device: torch.device) -> dict[str, torch.Tensor]:
-    """Random values for every parameter of a case (LayerNorm weights included)."""
-    g = generator(case.seed + 104729)
-    return {name: randn(shape, g, case.dtype, device, scale=0.5) for name, shape in shapes.items()}

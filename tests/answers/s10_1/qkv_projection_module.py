@@ -68,8 +68,8 @@ def answers(solution):
     return [
         right("solution", solution["QKVProjection"]),
         right("QKVMatmul", Matmul),
-        bug("WithBias", WithBias, hidden="unexpected w_k.bias, w_q.bias, w_v.bias"),
-        bug("ValueTooNarrow", ValueTooNarrow, hidden="w_v.weight has shape"),
+        bug("WithBias", WithBias, hidden="should not have a bias"),
+        bug("ValueTooNarrow", ValueTooNarrow, hidden=r"w_v.weight should have shape \(6, 5\)"),
         bug("KeyFromQuery", KeyFromQuery, hidden="K differs", mistake=K_FROM_W_Q),
         bug("QKVAliased", Aliased),
         bug("QKVSwappedForward", SwappedForward, mistake=SWAPPED_LAYERS),
