@@ -2,11 +2,9 @@
 
 import torch
 
-from grader.checks.s10_2.scaled_dot_product_attention import (
-    CASES,
-    ScaledDotProductAttention,
-    attention_inputs,
-)
+from course.visible.s10_2.scaled_dot_product_attention import ScaledDotProductAttention
+from course.visible.s10_2.scaled_dot_product_attention import inputs as attention_inputs
+from grader.checks.s10_2.scaled_dot_product_attention import CASES
 
 ASSIGNMENT = "10.2-scaled-dot-product-attention"
 
