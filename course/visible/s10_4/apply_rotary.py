@@ -19,6 +19,7 @@ from course.checking import (
     call_learner,
     check_unplaced_tensors,
     close,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     expect_value_error,
@@ -26,7 +27,6 @@ from course.checking import (
     seeded,
     visible_check,
 )
-from course.visible.s10_4.within import compare_within
 
 HALVES = Mistake("halves", "pairs made of column i and column i + d/2 (the 'rotate_half' layout of some "
                  "libraries)", "This notebook pairs neighbouring columns, like the sinusoidal table: "
@@ -187,17 +187,17 @@ def check_apply_rotary(apply_rotary) -> None:
             images = torch.stack([_call(apply_rotary, probe_input(shape, probe, dtype), positions, base,
                                         where) for probe in PROBES])
         atol = angle_tolerance(max(at))  # grows with the largest position, as in grading
-        compare_within({"output": images}, {"output": probe_images(shape, at, base or 10000.0)},
-                       "apply_rotary of the points (1, 0) and (0, 1) of every pair", where, 2 * atol,
+        compare_outputs({"output": images}, {"output": probe_images(shape, at, base or 10000.0)},
+                       "apply_rotary of the points (1, 0) and (0, 1) of every pair", where, atol=2 * atol,
                        against="(cos, sin) and (-sin, cos) of p * base^(-2i/d)",
                        variants=_variants(shape, at, base or 10000.0),
                        hint=lambda key, got, images=images: _property_hint(apply_rotary, images))
         a, b = (x.detach()[..., j::2].double().repeat_interleave(2, dim=-1) for j in (0, 1))
         combined = a * images[0].double() + b * images[1].double()  # a·R(1, 0) + b·R(0, 1), pair by pair
         _with_hint(MIXED, partial(
-            compare_within, {"output": out.detach().double()}, {"output": combined}, "apply_rotary(x)", where,
-            atol * (1 + float(combined.abs().max())), against="a times the turned (1, 0) plus b times the "
-            "turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
+            compare_outputs, {"output": out.detach().double()}, {"output": combined}, "apply_rotary(x)",
+            where, atol=atol * (1 + float(combined.abs().max())), against="a times the turned (1, 0) plus b "
+            "times the turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
         _check_gradient(x, out, images, atol, where, seed)
     expect_value_error("apply_rotary", lambda: apply_rotary(torch.zeros(2, 3, 5)), "for an odd d=5")
     x, positions = torch.ones(2, 3, 4), torch.tensor([2, 0, 1])  # made outside the probes
@@ -218,7 +218,7 @@ def _check_gradient(x, out, images, atol: float, where: str, seed: int) -> None:
     grad = x.grad if x.grad is not None else torch.zeros_like(x)
     g, images = g.double(), images.double()
     want = torch.stack([pair_sums(g * images[0]), pair_sums(g * images[1])], dim=-1).flatten(-2)
-    _with_hint(GRADIENT, lambda: compare_within(
+    _with_hint(GRADIENT, lambda: compare_outputs(
         {"output": grad.double()}, {"output": want}, "the gradient of apply_rotary(x)", where,
-        atol * (1 + float(want.abs().max())), against="the output's gradient turned back (the transpose of a "
-        "rotation)"))
+        atol=atol * (1 + float(want.abs().max())),
+        against="the output's gradient turned back (the transpose of a rotation)"))

@@ -15,6 +15,7 @@ from course.checking import (
     call_learner,
     check_unplaced_tensors,
     close,
+    compare_outputs,
     expect_tensor,
     expect_value_error,
     passed,
@@ -23,7 +24,6 @@ from course.checking import (
     with_gradients,
 )
 from course.visible.s10_4.sinusoidal_positional_encoding import FROM_ONE, SWAPPED, formula, table
-from course.visible.s10_4.within import compare_within
 
 HOW = ("Compute the encoding once in __init__ and keep it with self.register_buffer('pe', "
        "sinusoidal_positional_encoding(max_len, d_model)): a buffer follows .to(device) and "
@@ -111,8 +111,8 @@ def check_PositionalEncoding(PositionalEncoding) -> None:
         variants = {SCALED: partial(_added, _plus(formula, n, d, scale=math.sqrt(d)), *spec),
                     FROM_ONE: partial(_added, _plus(formula, n, d, start=1), *spec),
                     SWAPPED: partial(_added, _plus(partial(formula, swap=True), n, d), *spec)}
-        compare_within(_added(learner, *spec), _added(_plus(formula, n, d), *spec), "PositionalEncoding(x)",
-                       where, angle_tolerance(n), against=AGAINST, variants=variants)
+        compare_outputs(_added(learner, *spec), _added(_plus(formula, n, d), *spec), "PositionalEncoding(x)",
+                       where, atol=angle_tolerance(n), against=AGAINST, variants=variants)
     expect_value_error("PositionalEncoding", lambda: PositionalEncoding(8, max_len=6)(torch.zeros(2, 7, 8)),
                        TOO_LONG)
     expect_dropout(lambda: call_learner("PositionalEncoding", "dropout=0.5", PositionalEncoding, 8,

@@ -15,6 +15,7 @@ from course.checking import (
     Mistake,
     angle_tolerance,
     call_learner,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     expect_value_error,
@@ -22,7 +23,6 @@ from course.checking import (
     visible_check,
 )
 from course.visible.s10_4.sinusoidal_positional_encoding import formula, table
-from course.visible.s10_4.within import compare_within
 
 ROWS = ("Row 2i (the sine) is [.. cos(k w_i), +sin(k w_i) ..], row 2i+1 (the cosine) is "
         "[.. -sin(k w_i), cos(k w_i) ..].")
@@ -91,8 +91,8 @@ def check_relative_shift_matrix(relative_shift_matrix) -> None:
         positions = shift_positions(k)
         moved = table(formula, positions, d_model) @ M.detach().double().T  # row j: (M @ pe[pos_j])^T
         mistake = block_mistake(M, k, d_model)
-        compare_within({"output": moved}, {"output": table(formula, positions, d_model, start=k)},
-                       f"M @ pe[pos] for k={k}", where, 2 * angle_tolerance(abs(k) + 1), against=AGAINST,
+        compare_outputs({"output": moved}, {"output": table(formula, positions, d_model, start=k)},
+                       f"M @ pe[pos] for k={k}", where, atol=2 * angle_tolerance(abs(k) + 1), against=AGAINST,
                        variants={} if mistake is None else {mistake: lambda moved=moved: {"output": moved}})
     expect_value_error("relative_shift_matrix", lambda: relative_shift_matrix(1, 7), "for an odd d_model=7")
     passed("relative_shift_matrix moves the encoding by k positions, backwards too, up to position 10 000.")

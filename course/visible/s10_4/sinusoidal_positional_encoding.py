@@ -16,12 +16,12 @@ from course.checking import (
     Mistake,
     angle_tolerance,
     call_learner,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     passed,
     visible_check,
 )
-from course.visible.s10_4.within import compare_within
 
 FORMULA = "the formula (sine in column 2i, cosine in column 2i+1, of pos / 10000^(2i/d_model))"
 ODD = ("With an odd d_model there is one more even column (sine) than odd columns (cosine): the cosines use "
@@ -154,8 +154,9 @@ def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None
         where = case + (f" (rows {', '.join(map(str, positions))})" if len(positions) < max_len else "")
         variants = {m: partial(_entries, entry, positions, d_model, start)
                     for m, (entry, start) in ENTRIES.items()}
-        compare_within({"output": pe.detach().double()[positions]},
-                       {"output": table(formula, positions, d_model)}, what, where, angle_tolerance(max_len),
+        compare_outputs({"output": pe.detach().double()[positions]},
+                       {"output": table(formula, positions, d_model)}, what, where,
+                       atol=angle_tolerance(max_len),
                        against=FORMULA, variants=variants,
                        hint=lambda key, got, pe=pe, d_model=d_model: property_hint(pe[:4], d_model) or None)
     passed("sinusoidal_positional_encoding follows the formula, for odd d_model and 2000 positions too.")

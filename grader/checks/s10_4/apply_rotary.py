@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from course.checking import angle_tolerance, close
+from course.checking import angle_tolerance, close, compare_outputs
 from course.visible.s10_4.apply_rotary import (
     ADDED,
     BASE_IGNORED,
@@ -25,7 +25,6 @@ from course.visible.s10_4.apply_rotary import (
     SWAPPED,
     expect_rotated,
 )
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import F64
 from grader.checks.core import Case, Outputs, call_learner, generator, randn
 from grader.checks.exercise import (
@@ -167,7 +166,7 @@ class ApplyRotary(Exercise):
         positions = case.params.get("positions") or [case.params["shape"][-2] - 1]
         scale = 1.0 + max(float(v.abs().max()) for v in expected.values())
         atol = angle_tolerance(max(positions)) * scale * (4 if "offset" in case.params else 1)
-        compare_within(got, expected, self.name, str(case), atol, against=AGAINST,
+        compare_outputs(got, expected, self.name, str(case), atol=atol, against=AGAINST,
                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
                        hint=lambda key, have: _property_hint(case, {**got, key: have}, device))
 

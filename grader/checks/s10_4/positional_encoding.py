@@ -6,9 +6,8 @@ import math
 
 import torch
 
-from course.checking import angle_tolerance
+from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.positional_encoding import AGAINST, SCALED, TOO_LONG, expect_buffer, expect_dropout
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import encoding_table
 from grader.checks.core import Case, Outputs, call_learner, expect_tensor, generator, randn
 from grader.checks.exercise import (
@@ -70,8 +69,8 @@ class PositionalEncodingModule(Exercise):
         return _added(case, device)
 
     def evaluate(self, case, got, device):
-        compare_within(got, self.expected(case, device), self.name, str(case),
-                       angle_tolerance(case.params["dims"][1]), against=AGAINST,
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                       atol=angle_tolerance(case.params["dims"][1]), against=AGAINST,
                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})
 
     def extra_checks(self, impl, device):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from course.checking import angle_tolerance
+from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.relative_shift_matrix import (
     AGAINST,
     EXPONENT_4I,
@@ -16,7 +16,6 @@ from course.visible.s10_4.relative_shift_matrix import (
     TRANSPOSED,
     expect_square_matrix,
 )
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import F64, encoding, frequencies
 from grader.checks.core import Case, Outputs, call_learner
 from grader.checks.exercise import Exercise, expect_value_error, registered
@@ -87,8 +86,8 @@ class RelativeShiftMatrix(Exercise):
         return {"M @ pe[pos]": encoding(shift_positions(k, device) + k, d), "M": shift_matrix(k, d, device)}
 
     def evaluate(self, case, got, device):
-        compare_within(got, self.expected(case, device), self.name, str(case),
-                       2 * angle_tolerance(abs(case.params["k"]) + 1),
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                       atol=2 * angle_tolerance(abs(case.params["k"]) + 1),
                        against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})
 

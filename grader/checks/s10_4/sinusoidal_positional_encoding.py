@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from course.checking import angle_tolerance
+from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.sinusoidal_positional_encoding import (
     COS_COLUMN,
     EXPONENT_4I,
@@ -17,7 +17,6 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     expect_float32_table,
     property_hint,
 )
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import encoding_table
 from grader.checks.core import Case, Outputs, call_learner, expect_tensor
 from grader.checks.exercise import Exercise, registered
@@ -65,7 +64,7 @@ class SinusoidalPositionalEncoding(Exercise):
     def evaluate(self, case, got, device):
         expect_float32_table(got["pe"], self.name, str(case))
         d_model = case.params["d_model"]
-        compare_within(got, self.expected(case, device), self.name, str(case),
-                       angle_tolerance(case.params["max_len"]), against=f"the formula ({FORMULA})",
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                       atol=angle_tolerance(case.params["max_len"]), against=f"the formula ({FORMULA})",
                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
                        hint=lambda key, have: property_hint(have, d_model) or None)
