@@ -126,7 +126,7 @@ def answers(solution):
             hidden=r"sqrt\(d_model\) instead of sqrt\(d_k\)", mistake=D_MODEL),
         bug("mask inverted", variant(invert_mask=True), hidden="mask inverted", mistake=INVERTED),
         bug("heads averaged", variant(average_heads=True), hidden="weights.* should have shape"),
-        bug("bias always", variant(force_bias=True), hidden="unexpected w_k.bias"),
+        bug("bias always", variant(force_bias=True), hidden="should not have a bias"),
         bug("no ValueError", type("NoCheck", (LearnerMHA,), {}), hidden="should raise ValueError"),
         bug("calls F.scaled_dot_product_attention", CallsReference,
             hidden="No credit.*scaled_dot_product_attention", only=REFERENCE),
