@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from course.checking import CheckFailure
 from course.checking.blocks import ATTENTION, expect_block_structure
-from course.visible.s10_5.feed_forward import NO_ACTIVATION
+from course.visible.s10_5.feed_forward import NO_ACTIVATION, FeedForwardModule, ffn, ffn_shapes
 from course.visible.s10_5.transformer_block import (
     HOW,
     MASK_IGNORED,
@@ -42,7 +42,6 @@ from grader.checks.exercise import (
     registered,
     seeded_parameters,
 )
-from grader.checks.s10_5.feed_forward import dropout_modes, ffn, ffn_shapes
 from grader.checks.tripwire import MULTIHEAD
 
 CASES = [  # B, n, d_model, h, d_ff
@@ -243,8 +242,8 @@ class TransformerBlockModule(Exercise):
 
     def extra_checks(self, impl, device):
         expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
-        dropout_modes(self, lambda dropout: impl(8, 2, 16, dropout=dropout, norm_first=True),
-                      torch.randn(2, 6, 8, generator=generator(897)))
+        FeedForwardModule.dropout(self, impl, torch.randn(2, 6, 8, generator=generator(897)), 8, 2, 16,
+                                  norm_first=True)
 
         def on(dev):
             module = impl(8, 2, 16, activation="gelu", norm_first=True).to(dev)
