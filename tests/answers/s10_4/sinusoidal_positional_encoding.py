@@ -169,7 +169,7 @@ def answers(solution):
         bug("pe_halves", pe_halves, hidden="two halves", mistake=HALVES),
         bug("pe_float64", pe_float64, hidden="float32"),
         bug("pe_even_only", pe_even_only,
-            hidden=r"odd d_model=7.*raised RuntimeError|raised RuntimeError.*odd d_model=7"),
+            hidden=r"raised RuntimeError.*d_model=7 \(odd\)"),
         bug("pe_batched", pe_batched, hidden=r"shape \(6, 8\)"),
         bug("pe_base_1000", pe_base_1000, hidden="frequency ladder"),
         bug("pe_cos_own_column", pe_cos_own_column,
