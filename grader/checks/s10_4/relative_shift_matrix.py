@@ -25,6 +25,8 @@ from grader.checks.exercise import Exercise, registered
 SWITCHES = {TRANSPOSED: {"transposed": True}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, SAME_ANGLE: {"same_angle": True},
             HALVES: {"halves": True}}
+
+
 def shift_matrix(k: int, d_model: int, device: torch.device, *, transposed: bool = False,
                  halves: bool = False, same_angle: bool = False, **omega_mistakes) -> torch.Tensor:
     """M_k in float64, built entry by entry from the addition formulas (and known mistakes)."""
