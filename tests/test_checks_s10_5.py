@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from course.visible.s10_5 import transformer_block as block
 from grader.checks import s10_5
 from grader.checks.s10_5 import transformer_block
 
@@ -29,14 +30,14 @@ def test_reference_takes_the_plain_path():
             return func(*args, **(kwargs or {}))
 
     with Spy():
-        transformer_block.torch_block(case, torch.device("cpu"))
+        block.torch_outputs(case, torch.device("cpu"))
     assert "torch.nn.functional.multi_head_attention_forward" in calls
     assert "torch._transformer_encoder_layer_fwd" not in calls
 
 
 def test_layer_norm_weights_are_random():
     """Are the LayerNorm weights and biases randomised, so swapped or shared norms cannot hide?"""
-    _, _, p = transformer_block.block_inputs(transformer_block.CASES[0], torch.device("cpu"))
+    _, _, p = block.inputs(transformer_block.CASES[0], torch.device("cpu"))
     assert not torch.allclose(p["norm1.weight"], torch.ones_like(p["norm1.weight"]))
     assert not torch.allclose(p["norm1.weight"], p["norm2.weight"])
     assert not torch.allclose(p["norm1.bias"], torch.zeros_like(p["norm1.bias"]))

@@ -401,3 +401,24 @@ def test_source_scan_finds_nothing_in_the_solutions():
             meta = cell.metadata.get("nbgrader", {})
             if meta.get("solution") and not meta.get("grade"):
                 assert reference_calls(cell.source, meta["grade_id"]) == [], (path.name, meta["grade_id"])
+
+
+def test_calling_the_shipped_checking_code_is_calling_the_reference():
+    """Does an answer that calls a function of the shipped checking code (the visible check's own
+    reference) get no credit, while methods of the stand-ins the checks hand over stay free?"""
+    from course.checking.standins import ScriptedModel
+    from course.visible.s10_2.scaled_dot_product_attention import pytorch_weights
+    from grader.checks.tripwire import watching_shipped_checks
+
+    Q = torch.ones(1, 2, 4)
+    with watching_shipped_checks() as hits:
+        pytorch_weights(Q, Q, None)
+        ScriptedModel({10: [1, 2]}).encode(torch.tensor([[10, 5]]))
+    assert hits == {"course.visible.s10_2.scaled_dot_product_attention.pytorch_weights"}
+
+    def attention(Q, K, V, mask=None):
+        weights = pytorch_weights(Q, K, mask)
+        return weights @ V, weights
+
+    assert_fails(s10_2.check_scaled_dot_product_attention, attention,
+                 "No credit.*pytorch_weights.*own checking code")

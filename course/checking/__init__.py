@@ -13,7 +13,9 @@ whichever side speaks:
 - :mod:`.learner`: calling learner code and checking what comes back;
 - :mod:`.outputs`: seeded inputs, outputs with gradients, comparing named outputs;
 - :mod:`.modules`: a learner module's layers, distinct where they must be;
-- :mod:`.registry`: how an exercise's check is registered by name and found.
+- :mod:`.registry`: how an exercise's check is registered by name and found;
+- :mod:`.devices`: tensors made on a fixed device, found on the CPU alone;
+- :mod:`.exercise`: the one engine: an exercise's cases, run, compared, diagnosed (both sides);
 - :mod:`.blocks`: the contract's Transformer blocks next to PyTorch's layers (weights copied in,
   masks in their polarity, dropout off in eval mode);
 - :mod:`.standins`: stand-in models decoders are checked on, and the checks of their ids.
@@ -27,6 +29,8 @@ from course.checking.compare import (
     describe_difference,
     tolerance,
 )
+from course.checking.devices import check_unplaced_tensors
+from course.checking.exercise import Case, Exercise
 from course.checking.failure import CheckFailure, NotAttempted, explain_exception
 from course.checking.learner import (
     call_learner,
@@ -50,8 +54,10 @@ from course.checking.outputs import (
 from course.checking.registry import gather_checks, passed, visible_check
 
 __all__ = [
-    "VARIANCE_RTOL", "CheckFailure", "Mistake", "NotAttempted", "Outputs", "Variants", "angle_tolerance",
-    "call_learner", "close", "close_score", "compare_outputs", "describe_difference", "diagnose",
+    "VARIANCE_RTOL", "Case", "CheckFailure", "Exercise", "Mistake", "NotAttempted", "Outputs", "Variants",
+    "angle_tolerance",
+    "call_learner", "check_unplaced_tensors", "close", "close_score", "compare_outputs",
+    "describe_difference", "diagnose",
     "expect_distinct", "expect_linear_layers", "expect_pair", "expect_shape", "expect_tensor", "expect_tuple",
     "expect_value_error",
     "explain_exception", "gather_checks", "generator", "passed", "randn", "seeded", "single_thread",

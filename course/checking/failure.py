@@ -58,12 +58,16 @@ class NotAttempted(CheckFailure):
         return ["✗ " + str(self)]
 
 
+def is_learner_file(filename: str) -> bool:
+    """Is code of this file the learner's (a notebook cell), not the course's, PyTorch's or Python's?"""
+    return not any(part in filename for part in _NOT_LEARNER)
+
+
 def _learner_frame(error: BaseException | None) -> str | None:
     """Where the learner's own code raised ``error``, as one line (None when it did not)."""
     if error is None or error.__traceback__ is None:
         return None
-    frames = [f for f in traceback.extract_tb(error.__traceback__)
-              if not any(part in f.filename for part in _NOT_LEARNER)]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if is_learner_file(f.filename)]
     if not frames:
         return None
     frame = frames[-1]

@@ -34,21 +34,38 @@ class Mistake:
 Variants = Mapping[Mistake, Callable[[], object]]
 
 
-def diagnose(got, key: str | None, variants: Variants, rtol: float, atol: float) -> Mistake | None:
+def diagnose(got, key: str | None, variants: Variants, rtol: float, atol: float,
+             reference=None) -> Mistake | None:
     """The first mistake whose outputs ``got`` matches, or None.
 
     ``got`` is a tensor (``key`` None) or named outputs; then the variant must match output
     ``key`` and every other output it has, gradients aside: ``K = X @ W_q`` matches "W_q and
-    W_k swapped" only if ``Q = X @ W_k`` too. A variant that cannot run on the case says nothing.
+    W_k swapped" only if ``Q = X @ W_k`` too. A variant that cannot run on the case says nothing,
+    and so does one whose outputs are the ``reference``'s on this case (the mask inverted on a
+    case without a mask): code that differs from the reference is never that mistake there.
     """
+    atol = max(atol, 1e-6)
     for mistake, run in variants.items():
         try:
             variant = run()
         except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
             continue
-        if _matches(got, variant, key, rtol, max(atol, 1e-6)):
+        if reference is not None and _same(variant, reference, rtol, atol):
+            continue
+        if _matches(got, variant, key, rtol, atol):
             return mistake
     return None
+
+
+def _same(variant, reference, rtol: float, atol: float) -> bool:
+    """Does a variant give the reference's outputs (every output both have, gradients included)?"""
+    if isinstance(reference, torch.Tensor):
+        return isinstance(variant, torch.Tensor) and close(variant, reference, rtol, atol, equal_nan=True)
+    if not isinstance(variant, Mapping):
+        return False
+    shared = [k for k in reference if k in variant]
+    return bool(shared) and all(isinstance(variant[k], torch.Tensor) and
+                                close(variant[k], reference[k], rtol, atol, equal_nan=True) for k in shared)
 
 
 def _matches(got, variant, key: str | None, rtol: float, atol: float) -> bool:

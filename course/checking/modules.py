@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+import torch
 from torch import nn
 
 from course.checking.failure import CheckFailure
@@ -39,3 +40,29 @@ def expect_distinct(module: nn.Module, what: str, names: Iterable[str], how: str
                 f"{what}.{name} is the same module as {what}.{seen[id(sub)]}: two names, one set of "
                 f"weights, so they can never learn different things. {how}")
         seen[id(sub)] = name
+
+
+def load_parameters(module: nn.Module, values: Mapping[str, torch.Tensor],
+                    exercise: str, how: str) -> dict[str, nn.Parameter]:
+    """Copy the check's seeded values into the learner's module, by the contract's names.
+
+    ``how`` tells the learner how the submodules should be created when a name or shape
+    is off. Returns the learner's parameters by name, ready to collect gradients from.
+    """
+    if not isinstance(module, nn.Module):
+        raise CheckFailure(f"{exercise} should be an nn.Module subclass; got {type(module).__name__}.")
+    params = dict(module.named_parameters())
+    missing = [name for name in values if name not in params]
+    extra = sorted(set(params) - set(values))
+    if missing or extra:
+        detail = (f"missing {', '.join(missing)}" if missing else "") + \
+                 ("; " if missing and extra else "") + \
+                 (f"unexpected {', '.join(extra)}" if extra else "")
+        raise CheckFailure(f"{exercise} has the wrong parameters ({detail}). {how}")
+    for name, value in values.items():
+        if tuple(params[name].shape) != tuple(value.shape):
+            raise CheckFailure(f"{exercise}: parameter {name} has shape {tuple(params[name].shape)}, "
+                               f"expected {tuple(value.shape)}. {how}")
+        with torch.no_grad():
+            params[name].copy_(value)
+    return {name: params[name] for name in values}

@@ -58,13 +58,18 @@ def with_gradients(call: Callable[[], Sequence[torch.Tensor]], names: Sequence[s
 
 
 def compare_outputs(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor], what: str,
-                    where: str = "", *, against: str = "the PyTorch reference",
-                    variants: Variants | None = None, device: torch.device | str | None = None) -> None:
+                    where: str = "", *, against: str | Mapping[str, str] = "the PyTorch reference",
+                    variants: Variants | None = None, device: torch.device | str | None = None,
+                    atol: float | None = None, rtol: float = 1e-6,
+                    hint: Callable[[str, torch.Tensor], str | None] | None = None) -> None:
     """Fail on the first output (or gradient, ``"grad ..."``) of ``got`` that differs from ``want``.
 
     Shapes are checked first, then values with the tolerance of each output's dtype and of
-    ``device`` (the outputs' own by default). The failure names the first of ``variants``
-    (known mistakes on this case) whose outputs the learner's match.
+    ``device`` (the outputs' own by default), or within ``atol + rtol·|want|`` when ``atol`` is
+    given (a float32 angle's error grows with the position: :func:`~course.checking.angle_tolerance`).
+    ``against`` says what an output is compared with (one text, or one per output). The failure
+    names the first of ``variants`` (known mistakes on this case) whose outputs the learner's
+    match, and not the reference's; else it adds ``hint(key, got[key])`` if that says anything.
     """
     label = {key: what if key == "output" else f"{what}: {key}" for key in want}
     for key, expected in want.items():
@@ -72,13 +77,17 @@ def compare_outputs(got: Mapping[str, torch.Tensor], want: Mapping[str, torch.Te
             raise CheckFailure(f"{what}: no {key} was produced{' in ' + where if where else ''}.")
         expect_shape(got[key], expected.shape, label[key], where)
     for key, expected in want.items():
-        rtol, atol = tolerance(expected.dtype, device if device is not None else expected.device)
-        if close(got[key], expected, rtol, atol):
+        tol = (rtol, atol) if atol is not None else \
+            tolerance(expected.dtype, device if device is not None else expected.device)
+        if close(got[key], expected, *tol):
             continue
-        mistake = diagnose(got, key, variants or {}, rtol, atol)
-        message = (f"{label[key]} differs from {against}{' in ' + where if where else ''}: "
-                   f"{describe_difference(got[key], expected)}.")
-        raise CheckFailure(message + (f"\n{mistake.sentence()}" if mistake else ""), mistake)
+        mistake = diagnose(got, key, variants or {}, *tol, reference=want)
+        reference = against if isinstance(against, str) else against.get(key, "the reference")
+        message = (f"{label[key]} differs from {reference}{' in ' + where if where else ''}: "
+                   f"{describe_difference(got[key], expected)}"
+                   f"{f' (allowed {atol:.1g})' if atol is not None else ''}.")
+        extra = mistake.sentence() if mistake else (hint(key, got[key]) if hint else None)
+        raise CheckFailure(message + (f"\n{extra}" if extra else ""), mistake)
 
 
 @contextlib.contextmanager

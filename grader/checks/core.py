@@ -9,9 +9,7 @@ known wrong variants ("mistakes") to name the likely bug.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
 
 import torch
 
@@ -19,21 +17,8 @@ import torch
 # type, tolerances, notion of "close" and wording for what a learner sees and what is graded.
 from course import checking
 from course.checking import CheckFailure, Outputs, close, describe_difference, tolerance  # noqa: F401
-from grader.checks.tripwire import Forbidden, watching
-
-
-@dataclass(frozen=True)
-class Case:
-    """One input configuration. ``params`` holds shapes and options; ``seed`` fixes the data."""
-
-    name: str
-    seed: int
-    params: Mapping[str, Any] = field(default_factory=dict)
-    dtype: torch.dtype = torch.float64
-
-    def __str__(self) -> str:
-        return f"case '{self.name}'"
-
+from course.checking.exercise import Case  # noqa: F401 - the checks' name for it
+from grader.checks.tripwire import Forbidden, watching, watching_shipped_checks
 
 # ---------------------------------------------------------------- device and tolerance
 
@@ -72,11 +57,19 @@ def forbidden_call_message(exercise: str, hits: set[str]) -> str:
     )
 
 
+def shipped_call_message(exercise: str, hits: set[str]) -> str:
+    return (f"No credit for {exercise}: it calls {', '.join(sorted(hits))}, the course's own checking code, "
+            "which holds the reference it is graded against. Write it yourself.")
+
+
 def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
     """Call learner code under the tripwires; its exceptions become CheckFailures (the
-    toolkit's :func:`course.checking.call_learner`), a call to the reference ForbiddenCall."""
-    with watching(forbidden) as hits:
+    toolkit's :func:`course.checking.call_learner`), a call to the reference (PyTorch's, or
+    the shipped checking code's) ForbiddenCall."""
+    with watching(forbidden) as hits, watching_shipped_checks() as shipped:
         result = checking.call_learner(exercise, str(case), fn, *args, **kwargs)
+    if shipped:
+        raise ForbiddenCall(shipped_call_message(exercise, shipped), shipped)
     if hits:
         raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
     return result
@@ -90,13 +83,8 @@ class ForbiddenCall(CheckFailure):
         self.hits = hits
 
 
-def expect_tensor(value, what: str, case: Case) -> torch.Tensor:
-    return checking.expect_tensor(value, what, str(case))
-
-
-def expect_tuple(value, names: tuple[str, ...], what: str, case: Case) -> tuple:
-    """Check that learner code returned a tuple of tensors named ``names``."""
-    return checking.expect_tuple(value, names, what, str(case))
+#: The toolkit's, whose ``where`` may be a Case (shown as "case '...'").
+expect_tensor, expect_tuple = checking.expect_tensor, checking.expect_tuple
 
 
 # ---------------------------------------------------------------- comparing and diagnosing

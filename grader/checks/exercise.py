@@ -10,67 +10,38 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Callable, Mapping
 
 import torch
-from torch.overrides import TorchFunctionMode
 
 from course import checking
+from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' names for them
+from course.checking.exercise import seeded_parameters  # noqa: F401
+from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
 from grader.checks.core import (
     Case,
     CheckFailure,
     ForbiddenCall,
-    Outputs,
     call_learner,
     detach_outputs,
     exact_matmul,
-    generator,
     grading_device,
-    randn,
 )
-from grader.checks.tripwire import NOTHING, Forbidden, function_name
+from grader.checks.tripwire import NOTHING, Forbidden
 
 
-class Exercise:
-    """Subclasses fill in ``name``, ``cases``, ``run`` and ``reference``."""
+class Exercise(checking.Exercise):
+    """The toolkit's exercise (:class:`course.checking.exercise.Exercise`: cases, run, reference,
+    mistakes) graded: learner code called under the tripwires of ``forbidden``, on the grading
+    device, the outcome recorded for the clean-process verification."""
 
-    name: str = ""
-    reference_name: str = "the PyTorch reference"
     forbidden: Forbidden = NOTHING
-    #: Known mistakes, each with ``run(case, device) -> Outputs`` reproducing it on a case.
-    mistakes: Mapping[checking.Mistake, Callable[..., Outputs]] = {}
 
-    def cases(self) -> Sequence[Case]:
-        raise NotImplementedError
-
-    def run(self, impl, case: Case, device: torch.device) -> Outputs:
-        """The learner's outputs (and gradients) on ``case``; raises CheckFailure on errors."""
-        raise NotImplementedError
-
-    def reference(self, case: Case, device: torch.device) -> Outputs:
-        """PyTorch's outputs (and gradients) on ``case``."""
-        raise NotImplementedError
-
-    def extra_checks(self, impl, device: torch.device) -> None:
-        """Checks beyond the cases: errors for bad arguments, device independence."""
-
-    def expected(self, case: Case, device: torch.device) -> Outputs:
-        """The reference's outputs on ``case``, computed once per process: they are seeded,
-        so the grader verifies a whole class against one computation."""
-        cache = self.__dict__.setdefault("_expected", {})
-        key = (case.name, case.seed, str(device))
-        if key not in cache:
-            cache[key] = self.reference(case, device)
-        return cache[key]
-
-    def evaluate(self, case: Case, got: Outputs, device: torch.device) -> None:
-        """Raise CheckFailure unless ``got`` matches the reference on ``case``."""
-        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
-        checking.compare_outputs(got, self.expected(case, device), self.name, str(case),
-                                 against=self.reference_name, variants=variants, device=device)
+    def call(self, case: Case, function, *args, **kwargs):
+        """Call learner code under the tripwires: a call to the reference is a ForbiddenCall."""
+        return call_learner(self.name, self.forbidden, case, function, *args, **kwargs)
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""
@@ -155,86 +126,9 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
             ) from None
 
 
-#: Factory functions that create a tensor from scratch, on the default device unless told.
-FACTORIES = frozenset(f"torch.{name}" for name in (
-    "arange", "zeros", "ones", "full", "empty", "tensor", "linspace", "logspace", "eye", "rand",
-    "randn", "randint", "randperm", "as_tensor", "empty_strided"))
-
-
-class _UnplacedOnMeta(TorchFunctionMode):
-    """Moves every tensor a factory function creates without a ``device`` to 'meta'.
-
-    The inputs stay on the CPU, so code that creates its tensors with ``device=x.device``
-    never touches 'meta'; an unplaced one then meets the CPU inputs and fails with a device
-    mismatch. 0-d tensors stay where they are: they mix with tensors on any device.
-    """
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if (function_name(func) in FACTORIES and kwargs.get("device") is None
-                and not (args and isinstance(args[0], torch.Tensor))
-                and isinstance(result, torch.Tensor) and result.dim() > 0):
-            return result.to("meta")
-        return result
-
-
-def check_unplaced_tensors(exercise: str, call: Callable[[], object]) -> None:
-    """Run learner code on CPU inputs with unplaced new tensors moved to 'meta'.
-
-    The cheap cousin of :func:`check_device_independence` for code that builds index or
-    frequency tensors (``torch.arange``): ``arange`` on 'meta' costs PyTorch a second of
-    imports, while here only a wrong answer ever runs on 'meta'.
-    """
-    try:
-        with _UnplacedOnMeta():
-            call()
-    except Exception as error:  # noqa: BLE001 - learner code
-        text = str(error)
-        if "expected device" in text or "same device" in text:
-            raise CheckFailure(
-                f"{exercise} creates a tensor without a device (torch.arange(n), torch.zeros(...)): "
-                "it lands on the CPU even when the inputs are on a GPU, and fails there. Create new "
-                "tensors with device=x.device (or torch.zeros_like(x), x.new_ones(...))."
-            ) from None
-
-
-def load_parameters(module: torch.nn.Module, values: Mapping[str, torch.Tensor],
-                    exercise: str, how: str) -> dict[str, torch.nn.Parameter]:
-    """Copy the check's seeded values into the learner's module, by the contract's names.
-
-    ``how`` tells the learner how the submodules should be created when a name or shape
-    is off. Returns the learner's parameters by name, ready to collect gradients from.
-    """
-    if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(f"{exercise} should be an nn.Module subclass; got {type(module).__name__}.")
-    params = dict(module.named_parameters())
-    missing = [name for name in values if name not in params]
-    extra = sorted(set(params) - set(values))
-    if missing or extra:
-        detail = (f"missing {', '.join(missing)}" if missing else "") + \
-                 ("; " if missing and extra else "") + \
-                 (f"unexpected {', '.join(extra)}" if extra else "")
-        raise CheckFailure(f"{exercise} has the wrong parameters ({detail}). {how}")
-    for name, value in values.items():
-        if tuple(params[name].shape) != tuple(value.shape):
-            raise CheckFailure(f"{exercise}: parameter {name} has shape {tuple(params[name].shape)}, "
-                               f"expected {tuple(value.shape)}. {how}")
-        with torch.no_grad():
-            params[name].copy_(value)
-    return {name: params[name] for name in values}
-
-
 def build_module(exercise: str, forbidden: Forbidden, case: Case, cls, *args, **kwargs):
     """Instantiate the learner's class; its errors become CheckFailures."""
     module = call_learner(exercise, forbidden, case, cls, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         raise CheckFailure(f"{exercise}(...) should create an nn.Module, got {type(module).__name__}.")
     return module.to(dtype=case.dtype)
-
-
-def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,
-                      device: torch.device) -> dict[str, torch.Tensor]:
-    """Random values for every parameter of a case (LayerNorm weights included)."""
-    g = generator(case.seed + 104729)
-    return {name: randn(shape, g, case.dtype, device, scale=0.5) for name, shape in shapes.items()}

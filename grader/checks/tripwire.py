@@ -24,12 +24,17 @@ A correct answer written from primitives (``exp``, ``logsumexp``, ``einsum``, ``
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from course import checking
+from course.checking.failure import is_learner_file
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,34 @@ def watching(forbidden: Forbidden) -> Iterator[set[str]]:
         return
     with OperatorTripwire(forbidden, hits), FunctionTripwire(forbidden, hits):
         yield hits
+
+#: The shipped checking code (the toolkit and the visible checks): it holds references, so an
+#: answer that calls one of its functions calls the reference it is graded against.
+SHIPPED_CHECKS = tuple(str(Path(checking.__file__).resolve().parents[1] / part)
+                       for part in ("checking", "visible"))
+
+
+@contextlib.contextmanager
+def watching_shipped_checks() -> Iterator[set[str]]:
+    """Run the block noting every module-level function of the shipped checking code that learner
+    code calls itself (``contract_lr``, ``formula``); methods of the stand-in models the checks hand
+    to learner code, and what the checks call themselves, are not noted."""
+    hits: set[str] = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            code = frame.f_code
+            if code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
+                    and frame.f_back is not None and is_learner_file(frame.f_back.f_code.co_filename):
+                hits.add(f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}")
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield hits
+    finally:
+        sys.setprofile(previous)
+
 
 #: 10.7's lm_loss: PyTorch's losses (F.cross_entropy runs log_softmax then nll_loss); with SOFTMAX.
 LOSSES = forbid(

@@ -1,4 +1,5 @@
-"""Visible check of ``QKVProjection(d_model, d_k, d_v)``, and its known mistakes."""
+"""``QKVProjection(d_model, d_k, d_v)``: the exercise (inputs, reference, known mistakes, visible
+cases) and its visible check."""
 
 from __future__ import annotations
 
@@ -6,66 +7,84 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from course.checking import (
-    CheckFailure,
+    Case,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_linear_layers,
     expect_tuple,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
+from course.checking.exercise import seeded_parameters
+from course.checking.modules import load_parameters
+from course.visible.s10_1.qkv_projections import QKV, dims
 
-QKV = ("Q", "K", "V")
 HOW = ("Create three separate layers, in this order: w_q and w_k, each an nn.Linear(d_model, d_k, "
        "bias=False), then w_v, an nn.Linear(d_model, d_v, bias=False).")
 K_FROM_W_Q = Mistake("k_from_w_q", "K computed with w_q", "K = self.w_k(x).")
 SWAPPED_LAYERS = Mistake("swapped_layers", "w_q and w_k swapped", "Q = self.w_q(x), K = self.w_k(x).")
-CASES = [("a batch of 2 sentences, float32", torch.float32), ("float64", torch.float64)]
+LAYERS = ("w_q", "w_k", "w_v")
+CASES = [Case("a batch of 2 sentences, float32", 50, dims((2,), 4, 8, 3, 6), torch.float32, kind="3-D"),
+         Case("float64, d_k equal to d", 51, dims((2,), 4, 8, 8, 6), kind="d_k equal to d")]
 
 
-def _outputs(module: nn.Module, call, dtype, seed: int) -> dict:
-    """``call(x)`` with the module's layers, with the gradients of x and the three weights."""
-    x = seeded(2, 4, 8, seed=50 + seed, dtype=dtype).requires_grad_()
-    module.zero_grad()
-    leaves = {"x": x, **{f"{n}.weight": getattr(module, n).weight for n in ("w_q", "w_k", "w_v")}}
-    return with_gradients(lambda: call(x), QKV, leaves, seed)
+def shapes(case: Case) -> dict[str, tuple[int, int]]:
+    """The layers' weights, (out_features, in_features)."""
+    d, d_k, d_v = (case.params[k] for k in ("d", "d_k", "d_v"))
+    return {"w_q.weight": (d_k, d), "w_k.weight": (d_k, d), "w_v.weight": (d_v, d)}
 
 
-def _layers(module: nn.Module, order):
-    return lambda x: tuple(F.linear(x, getattr(module, name).weight) for name in order)
+def inputs(case: Case, device):
+    """x (a leaf) and the seeded weights of a case."""
+    p = case.params
+    x = randn((*p["lead"], p["n"], p["d"]), generator(case.seed), case.dtype, device)
+    return x.requires_grad_(), seeded_parameters(shapes(case), case, device)
+
+
+def through_layers(case: Case, device, order=LAYERS) -> dict:
+    """Q, K, V from the layers' weights (F.linear, as nn.Linear), layers in the order given."""
+    x, weights = inputs(case, device)
+    leaves = {"x": x, **{k: w.requires_grad_() for k, w in weights.items()}}
+    return with_gradients(lambda: tuple(F.linear(x, weights[f"{n}.weight"]) for n in order), QKV, leaves,
+                          case.seed)
+
+
+class QKVProjectionModule(Exercise):
+    name = "QKVProjection"
+    reference_name = "three nn.Linear(bias=False) layers with the same weights"
+    mistakes = {K_FROM_W_Q: partial(through_layers, order=("w_q", "w_q", "w_v")),
+                SWAPPED_LAYERS: partial(through_layers, order=("w_k", "w_q", "w_v"))}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        p = case.params
+        module = self.build(impl, case, p["d"], p["d_k"], p["d_v"])
+        expect_linear_layers(module, self.name, {n: shapes(case)[f"{n}.weight"] for n in LAYERS}, HOW,
+                             bias=False)
+        x, weights = inputs(case, device)
+        params = load_parameters(module.to(device), weights, self.name, HOW)
+
+        def call():
+            return expect_tuple(self.call(case, module, x), QKV, f"{self.name}.forward", case)
+
+        return with_gradients(call, QKV, {"x": x, **params}, case.seed)
+
+    def reference(self, case, device):
+        return through_layers(case, device)
+
+    def extra_checks(self, impl, device):
+        module, x = impl(5, 4, 6), torch.ones(2, 3, 5)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: module(x))
 
 
 @visible_check
 def check_QKVProjection(QKVProjection) -> None:
     """The layers, then Q, K, V and gradients against nn.Linear with the module's own weights."""
-    module = call_learner("QKVProjection", "QKVProjection(8, 3, 6)", QKVProjection, 8, 3, 6)
-    if not isinstance(module, nn.Module):
-        raise CheckFailure(f"QKVProjection(...) should create an nn.Module, not a {type(module).__name__}.")
-    expect_linear_layers(module, "QKVProjection", {"w_q": (3, 8), "w_k": (3, 8), "w_v": (6, 8)}, HOW,
-                         bias=False)
-    with torch.no_grad():  # seeded weights, so that the check is the same for everyone
-        for i, name in enumerate(("w_q", "w_k", "w_v")):
-            layer = getattr(module, name)
-            layer.weight.copy_(seeded(*layer.weight.shape, seed=40 + i))
-    for seed, (case, dtype) in enumerate(CASES):
-        module = module.to(dtype)
-
-        def learner(x, case=case, module=module):
-            out = call_learner("QKVProjection.forward", f"case '{case}'", module, x)
-            return expect_tuple(out, QKV, "QKVProjection.forward")
-
-        variants = {
-            K_FROM_W_Q: partial(_outputs, module, _layers(module, ("w_q", "w_q", "w_v")), dtype, seed),
-            SWAPPED_LAYERS: partial(_outputs, module, _layers(module, ("w_k", "w_q", "w_v")), dtype, seed),
-        }
-        compare_outputs(_outputs(module, learner, dtype, seed),
-                        _outputs(module, _layers(module, ("w_q", "w_k", "w_v")), dtype, seed),
-                        "QKVProjection", f"case '{case}'", against="nn.Linear with the module's weights",
-                        variants=variants)
+    QKVProjectionModule().run_cases(QKVProjection)
     passed("QKVProjection has three separate layers and computes Q, K, V (gradients too).")

@@ -1,4 +1,5 @@
-"""Visible check of ``qkv_projections(X, W_q, W_k, W_v) -> (Q, K, V)``, and its known mistakes."""
+"""``qkv_projections(X, W_q, W_k, W_v) -> (Q, K, V)``: the exercise (inputs, reference, known
+mistakes, visible cases) and its visible check."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import torch
 import torch.nn.functional as F
 
 from course.checking import (
+    Case,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_tuple,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
@@ -23,44 +26,61 @@ HINT = "Q = X @ W_q, K = X @ W_k, V = X @ W_v."
 SWAPPED = Mistake("swapped", "W_q and W_k swapped (Q computed with W_k)", HINT)
 K_FROM_Q = Mistake("k_from_q", "K computed with W_q", HINT)
 
+
+def dims(lead: tuple, n: int, d: int, d_k: int, d_v: int) -> dict:
+    """A case's shapes: X (*lead, n, d), W_q and W_k (d, d_k), W_v (d, d_v)."""
+    return {"lead": lead, "n": n, "d": d, "d_k": d_k, "d_v": d_v}
+
+
 # Every dimension differs, so a swapped axis cannot hide.
-CASES = [  # name, leading dims, n, d, d_k, d_v, dtype
-    ("one sentence, X (n=4, d=8)", (), 4, 8, 3, 6, torch.float32),
-    ("a batch, X (2, 4, 8)", (2,), 4, 8, 3, 6, torch.float32),
-    ("a batch of heads, X (2, 3, 4, 8)", (2, 3), 4, 8, 5, 2, torch.float32),
-    ("float64, a batch with d_k equal to d", (2,), 3, 5, 5, 6, torch.float64),
+CASES = [
+    Case("one sentence, X (n=4, d=8)", 10, dims((), 4, 8, 3, 6), torch.float32, kind="2-D"),
+    Case("a batch, X (2, 4, 8)", 11, dims((2,), 4, 8, 3, 6), torch.float32, kind="3-D"),
+    Case("a batch of heads, X (2, 3, 4, 8)", 12, dims((2, 3), 4, 8, 5, 2), torch.float32, kind="4-D"),
+    Case("float64, a batch with d_k equal to d", 13, dims((2,), 3, 5, 5, 6), kind="d_k equal to d"),
 ]
 
 
-def _inputs(lead, n, d, d_k, d_v, dtype, seed):
-    """X and the three weight matrices, fresh leaves that collect gradients."""
-    shapes = {"X": (*lead, n, d), "W_q": (d, d_k), "W_k": (d, d_k), "W_v": (d, d_v)}
-    return {name: seeded(*shape, seed=seed + i, dtype=dtype).requires_grad_()
-            for i, (name, shape) in enumerate(shapes.items())}
+def inputs(case: Case, device) -> dict[str, torch.Tensor]:
+    """X and the three weight matrices of a case, leaves that collect gradients."""
+    p, g = case.params, generator(case.seed)
+    shapes = {"X": (*p["lead"], p["n"], p["d"]), "W_q": (p["d"], p["d_k"]),
+              "W_k": (p["d"], p["d_k"]), "W_v": (p["d"], p["d_v"])}
+    return {k: randn(s, g, case.dtype, device).requires_grad_() for k, s in shapes.items()}
 
 
-def _outputs(call, dims, seed: int, order=("W_q", "W_k", "W_v")):
-    """``call(X, W_1, W_2, W_3)`` on fresh inputs, with gradients; W's in the order given."""
-    x = _inputs(*dims, seed=10 * seed)
-    return with_gradients(lambda: call(x["X"], *(x[w] for w in order)), QKV, x, seed)
+def through_linear(case: Case, device, order=("W_q", "W_k", "W_v")) -> dict:
+    """Q, K, V as nn.Linear(bias=False) computes them (F.linear with W^T), weights in the order given."""
+    x = inputs(case, device)
+    return with_gradients(lambda: tuple(F.linear(x["X"], x[w].T) for w in order), QKV, x, case.seed)
 
 
-def _linear(X, *weights):
-    """Q, K, V as nn.Linear(bias=False) computes them with weight W^T (F.linear)."""
-    return tuple(F.linear(X, W.T) for W in weights)
+class QKVProjections(Exercise):
+    name = "qkv_projections"
+    reference_name = "nn.Linear(bias=False) with the same weights"
+    mistakes = {SWAPPED: partial(through_linear, order=("W_k", "W_q", "W_v")),
+                K_FROM_Q: partial(through_linear, order=("W_q", "W_q", "W_v"))}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        x = inputs(case, device)
+
+        def call():
+            out = self.call(case, impl, x["X"], x["W_q"], x["W_k"], x["W_v"])
+            return expect_tuple(out, QKV, self.name, case)
+
+        return with_gradients(call, QKV, x, case.seed)
+
+    def reference(self, case, device):
+        return through_linear(case, device)
+
+    def extra_checks(self, impl, device):
+        X, W_qk, W_v = torch.ones(2, 3, 5), torch.ones(5, 4), torch.ones(5, 6)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: impl(X, W_qk, W_qk, W_v))
 
 
 @visible_check
 def check_qkv_projections(qkv_projections) -> None:
     """Shapes, values and gradients against nn.Linear, on 2-D, 3-D and 4-D inputs."""
-    for seed, (case, *dims) in enumerate(CASES):
-        def learner(*args, case=case):
-            out = call_learner("qkv_projections", f"case '{case}'", qkv_projections, *args)
-            return expect_tuple(out, QKV, "qkv_projections")
-
-        variants = {SWAPPED: partial(_outputs, _linear, dims, seed, ("W_k", "W_q", "W_v")),
-                    K_FROM_Q: partial(_outputs, _linear, dims, seed, ("W_q", "W_q", "W_v"))}
-        compare_outputs(_outputs(learner, dims, seed), _outputs(_linear, dims, seed), "qkv_projections",
-                        f"case '{case}'", against="nn.Linear(bias=False) with the same weights",
-                        variants=variants)
+    QKVProjections().run_cases(qkv_projections)
     passed("qkv_projections matches nn.Linear(bias=False) on 2-D, 3-D and 4-D inputs, gradients too.")

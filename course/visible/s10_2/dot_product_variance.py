@@ -1,13 +1,22 @@
-"""Visible check of ``dot_product_variance(d_k, num_samples, scaled) -> float``: the sqrt(d_k)
-experiment, judged against theory (a variance of d_k, or 1 once scaled)."""
+"""``dot_product_variance(d_k, num_samples, scaled) -> float``: the sqrt(d_k) experiment, judged
+against theory (a variance of d_k, or 1 once scaled); the exercise and its visible check."""
 
 from __future__ import annotations
 
-from course.checking import VARIANCE_RTOL, CheckFailure, call_learner, passed, visible_check
+import torch
+
+from course.checking import VARIANCE_RTOL, Case, CheckFailure, Exercise, passed, visible_check
 
 SCALED_HINT = "Divide each dot product by sqrt(d_k)."
 UNSCALED_HINT = ("Draw q and k with independent standard normal entries (torch.randn) and take the "
                  "variance of their dot products.")
+
+
+def cases(sizes, samples: int, seed: int) -> list[Case]:
+    """Every d_k of ``sizes``, unscaled and scaled, each a simulation of ``samples`` dot products."""
+    return [Case(f"d_k={d_k}, scaled={scaled}", seed + d_k, {"d_k": d_k, "scaled": scaled,
+                                                             "samples": samples},
+                 kind="scaled" if scaled else "unscaled") for d_k in sizes for scaled in (False, True)]
 
 
 def as_number(value) -> float:
@@ -25,16 +34,32 @@ def within_theory(value: float, d_k: int, scaled: bool) -> bool:
     return abs(value - want) <= VARIANCE_RTOL * want
 
 
+class DotProductVariance(Exercise):
+    """var(q.k) is d_k, or 1 once scaled: judged within a tolerance, not against a reference."""
+
+    name = "dot_product_variance"
+    reference_name = "theory (a variance of d_k, or 1 once scaled)"
+    visible_cases = cases((8, 128), 5_000, 40)
+
+    def run(self, impl, case, device):
+        p = case.params
+        value = self.call(case, impl, p["d_k"], num_samples=p["samples"], scaled=p["scaled"])
+        return {"variance": torch.tensor(as_number(value), dtype=torch.float64)}
+
+    def reference(self, case, device):
+        return {"variance": torch.tensor(1.0 if case.params["scaled"] else float(case.params["d_k"]))}
+
+    def evaluate(self, case, got, device):
+        have, d_k, scaled = float(got["variance"]), case.params["d_k"], case.params["scaled"]
+        if not within_theory(have, d_k, scaled):
+            raise CheckFailure(
+                f"For d_k={d_k}{', scaled' if scaled else ''} the variance should be close to "
+                f"{1 if scaled else d_k:g} (within {VARIANCE_RTOL:.0%}); yours is {have:.3g}. "
+                f"{SCALED_HINT if scaled else UNSCALED_HINT}")
+
+
 @visible_check
 def check_dot_product_variance(dot_product_variance) -> None:
     """About d_k without scaling, about 1 with it, within the grading tolerance."""
-    for d_k in (8, 128):
-        for scaled in (False, True):
-            value = as_number(call_learner("dot_product_variance", f"d_k={d_k}, scaled={scaled}",
-                                           dot_product_variance, d_k, num_samples=5_000, scaled=scaled))
-            if not within_theory(value, d_k, scaled):
-                raise CheckFailure(
-                    f"For d_k={d_k}{', scaled' if scaled else ''} the variance should be close to "
-                    f"{1 if scaled else d_k:g}; yours is {value:.3g}. "
-                    f"{SCALED_HINT if scaled else UNSCALED_HINT}")
+    DotProductVariance().run_cases(dot_product_variance)
     passed("The variance of q·k grows like d_k, and scaling brings it back to 1.")

@@ -1,5 +1,5 @@
-"""Visible check of ``scaled_dot_product_attention(Q, K, V, mask=None) -> (output, weights)``,
-and its known mistakes.
+"""``scaled_dot_product_attention(Q, K, V, mask=None) -> (output, weights)``: the exercise (inputs,
+reference, known mistakes, visible cases) and its visible check.
 
 Wrong variants come from PyTorch's function with other arguments (``scale=1.0``, the mask
 inverted, the query and key roles exchanged).
@@ -14,16 +14,19 @@ import torch
 import torch.nn.functional as F
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_pair,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
+from course.checking.masks import case_mask
 
 NO_SCALE = Mistake("no_scale", "attention without the 1/sqrt(d_k) scaling",
                    "Divide the scores QK^T by sqrt(d_k) before the softmax.")
@@ -43,15 +46,36 @@ MASK_AFTER_SOFTMAX = Mistake("mask_after_softmax", "the mask applied after the s
                              "sum to 1.")
 MASK_ZERO = Mistake("mask_zero", "masked scores set to 0 instead of -inf",
                     "A score of 0 still gets weight exp(0); use float('-inf').")
+FILL_FINITE = Mistake("mask_fill_finite", "blocked scores filled with a finite number such as -1e4",
+                      "A blocked pair gets weight exactly 0 whatever the other scores are: fill with "
+                      "float('-inf') (or torch.finfo(scores.dtype).min), not with a number a score can "
+                      "fall below.")
+#: The finite fill published code often uses, and what a case's allowed scores sit far below.
+FINITE_FILL = -1e4
 
 NAMES = ("output", "weights")
-CASES = [  # name, leading dims, n_q, n_k, d_k, d_v, mask, dtype, scale of Q and K
-    ("2-D Q (3, 4), K (5, 4), V (5, 6), no mask", (), 3, 5, 4, 6, None, torch.float64, 1.0),
-    ("a batch, n_q=3 queries and n_k=5 keys, no mask", (2,), 3, 5, 4, 6, None, torch.float32, 1.0),
-    ("4-D (batch, heads), a different mask per head", (2, 3), 3, 5, 4, 6, "random", torch.float64, 1.0),
-    ("causal mask (5, 5)", (2,), 5, 5, 4, 6, "causal", torch.float64, 1.0),
-    ("padding mask (B, 1, n_k)", (2,), 3, 5, 4, 6, "padding", torch.float64, 1.0),
-    ("float32, scores of magnitude 1e4, padding mask", (2,), 3, 5, 4, 6, "padding", torch.float32, 60.0),
+
+
+def dims(lead: tuple, n_q: int, n_k: int, d_k: int = 4, d_v: int = 6, mask: str = "none", **large) -> dict:
+    """A case's shapes, Q (*lead, n_q, d_k), K (*lead, n_k, d_k), V (*lead, n_k, d_v), its kind of
+    mask and, for large scores, ``scale`` (of Q and K) or ``shift`` (see :func:`shift_scores`)."""
+    return {"lead": lead, "n_q": n_q, "n_k": n_k, "d_k": d_k, "d_v": d_v, "mask": mask, **large}
+
+
+CASES = [
+    Case("2-D Q (3, 4), K (5, 4), V (5, 6), no mask", 30, dims((), 3, 5), kind="2-D, no mask"),
+    Case("a batch, n_q=3 queries and n_k=5 keys, no mask", 31, dims((2,), 3, 5), torch.float32,
+         kind="3-D, no mask"),
+    Case("4-D (batch, heads), a different mask per head", 32, dims((2, 3), 3, 5, mask="random"),
+         kind="4-D, random mask"),
+    Case("causal mask (5, 5)", 33, dims((2,), 5, 5, mask="causal"), kind="causal mask"),
+    Case("padding mask (B, 1, n_k)", 34, dims((2,), 3, 5, mask="padding"), kind="padding mask"),
+    Case("4-D, padding and causal mask", 35, dims((2, 3), 5, 5, mask="padding+causal"),
+         kind="padding and causal mask"),
+    Case("float32, scores of magnitude 1e4, padding mask", 36, dims((2,), 3, 5, mask="padding", scale=60.0),
+         torch.float32, kind="scores of magnitude 1e4"),
+    Case("every score near -1.25e5, far below -1e4, padding mask", 37,
+         dims((2,), 3, 5, mask="padding", shift=1.25e5), kind="scores far below -1e4"),
 ]
 
 
@@ -62,44 +86,41 @@ def overflowed(where: str) -> CheckFailure:
                         "before it.")
 
 
-def case_mask(kind, lead, n_q, n_k, seed):
-    """A bool mask, True = may attend; every query keeps at least one key and loses one."""
-    if kind is None:
-        return None
-    if kind == "causal":
-        return torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)  # (n_q, n_k)
-    if kind == "padding":
-        lengths = torch.tensor([n_k - 2] + [n_k - 1] * (lead[0] - 1))  # sentence 0: 2 pads
-        keep = torch.arange(n_k) < lengths[:, None]  # (B, n_k)
-        return keep.view(lead[0], *([1] * (len(lead) - 1)), 1, n_k)  # (B, [1,] 1, n_k)
-    g = torch.Generator().manual_seed(seed)
-    mask = torch.rand(*lead, n_q, n_k, generator=g) < 0.5
-    mask[..., 0], mask[..., -1] = True, False  # key 0 always visible, the last one never
-    return mask
+def shift_scores(Q: torch.Tensor, K: torch.Tensor, below: float) -> None:
+    """Move every score down by about ``below`` (in place): feature 0 of every key set to -2 and
+    of every query to below·sqrt(d_k)/2, so a row's allowed scores all sit far below a finite fill.
+    The large number sits in Q, whose feature-0 gradient is a sum that cancels to 0."""
+    if below:
+        Q[..., 0], K[..., 0] = below * math.sqrt(Q.shape[-1]) / 2, -2.0
 
 
-def attention_inputs(lead, n_q, n_k, d_k, d_v, kind, dtype, scale, seed):
-    """Q, K, V (fresh leaves) and the mask of a case."""
-    x = {"Q": seeded(*lead, n_q, d_k, seed=seed, dtype=dtype, scale=scale),
-         "K": seeded(*lead, n_k, d_k, seed=seed + 1, dtype=dtype, scale=scale),
-         "V": seeded(*lead, n_k, d_v, seed=seed + 2, dtype=dtype)}
-    return {k: v.requires_grad_() for k, v in x.items()}, case_mask(kind, lead, n_q, n_k, seed)
+def inputs(case: Case, device):
+    """Q, K, V (leaves) and the mask of a case."""
+    p, g = case.params, generator(case.seed)
+    scale = p.get("scale", 1.0)
+    x = {"Q": randn((*p["lead"], p["n_q"], p["d_k"]), g, case.dtype, device, scale),
+         "K": randn((*p["lead"], p["n_k"], p["d_k"]), g, case.dtype, device, scale),
+         "V": randn((*p["lead"], p["n_k"], p["d_v"]), g, case.dtype, device)}
+    shift_scores(x["Q"], x["K"], p.get("shift", 0.0))
+    mask = case_mask(p["mask"], p["lead"], p["n_q"], p["n_k"], g)
+    return {k: v.requires_grad_() for k, v in x.items()}, None if mask is None else mask.to(device)
+
+
+def outputs(attend, case: Case, device):
+    """Forward and backward of ``attend(Q, K, V, mask) -> (output, weights)`` on a case."""
+    x, mask = inputs(case, device)
+    return with_gradients(lambda: attend(x["Q"], x["K"], x["V"], mask), NAMES, x, case.seed)
 
 
 def pytorch_weights(Q, K, mask, **options):
     """softmax(QK^T * scale, masked) from F.scaled_dot_product_attention with identity values."""
-    identity = torch.eye(K.shape[-2], dtype=K.dtype).expand(*K.shape[:-1], K.shape[-2])
+    identity = torch.eye(K.shape[-2], dtype=K.dtype, device=K.device).expand(*K.shape[:-1], K.shape[-2])
     return F.scaled_dot_product_attention(Q, K, identity, attn_mask=mask, **options)
 
 
 def pytorch_attention(Q, K, V, mask, **options):
     return (F.scaled_dot_product_attention(Q, K, V, attn_mask=mask, **options),
             pytorch_weights(Q, K, mask, **options))
-
-
-def _outputs(attend, spec, seed):
-    x, mask = attention_inputs(*spec, seed=seed)
-    return with_gradients(lambda: attend(x["Q"], x["K"], x["V"], mask), NAMES, x, seed)
 
 
 def _from_weights(weights_of):
@@ -125,45 +146,66 @@ def _inverted(Q, K, mask):
     return weights.masked_fill(nothing, float("nan"))
 
 
-def _zero_filled(Q, K, mask):
-    """Blocked scores set to 0 instead of -inf: an additive mask that cancels the score."""
-    if mask is None:
-        return pytorch_weights(Q, K, None)
-    scale = 1 / math.sqrt(Q.shape[-1])
-    cancel = (Q @ K.transpose(-2, -1) * scale).masked_fill(mask, 0.0)  # (..., n_q, n_k)
-    return pytorch_weights(Q, K, -cancel)
+def _filled(value: float):
+    """Blocked scores set to ``value`` instead of -inf: an additive mask that replaces the score."""
+    def weights(Q, K, mask):
+        if mask is None:
+            return pytorch_weights(Q, K, None)
+        scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., n_q, n_k)
+        return pytorch_weights(Q, K, (value - scores).masked_fill(mask, 0.0))
+    return weights
 
 
 def _after_softmax(Q, K, mask):
     return pytorch_weights(Q, K, None) * (1 if mask is None else mask)
 
 
-def _variants(spec, seed):
-    """The known mistakes on one case, each with the outputs it gives there."""
-    d_k, d_v, n_q = spec[3], spec[4], spec[1]
-    weights = {NO_SCALE: partial(pytorch_weights, scale=1.0),
-               SCALE_DK: partial(pytorch_weights, scale=1 / d_k),
-               SCALE_DV: partial(pytorch_weights, scale=1 / math.sqrt(d_v)),
-               SCALE_N: partial(pytorch_weights, scale=1 / math.sqrt(n_q)),
-               SOFTMAX_QUERIES: _over_queries, MASK_INVERTED: _inverted,
-               MASK_AFTER_SOFTMAX: _after_softmax, MASK_ZERO: _zero_filled}
-    return {mistake: partial(_outputs, _from_weights(of), spec, seed) for mistake, of in weights.items()}
+def _wrong(weights_of):
+    """A known mistake's outputs on a case, its weights ``weights_of(Q, K, mask)``."""
+    return lambda case, device: outputs(_from_weights(weights_of), case, device)
+
+
+def _scaled(scale_of):
+    """A known mistake's outputs on a case: the scores scaled by ``scale_of(case.params)``."""
+    return lambda case, device: outputs(_from_weights(partial(pytorch_weights, scale=scale_of(case.params))),
+                                        case, device)
+
+
+class ScaledDotProductAttention(Exercise):
+    name = "scaled_dot_product_attention"
+    reference_name = "F.scaled_dot_product_attention"
+    mistakes = {NO_SCALE: _scaled(lambda p: 1.0), SCALE_DK: _scaled(lambda p: 1 / p["d_k"]),
+                SCALE_DV: _scaled(lambda p: 1 / math.sqrt(p["d_v"])),
+                SCALE_N: _scaled(lambda p: 1 / math.sqrt(p["n_q"])),
+                SOFTMAX_QUERIES: _wrong(_over_queries), MASK_INVERTED: _wrong(_inverted),
+                MASK_AFTER_SOFTMAX: _wrong(_after_softmax), FILL_FINITE: _wrong(_filled(FINITE_FILL)),
+                MASK_ZERO: _wrong(_filled(0.0))}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        def learner(Q, K, V, mask):
+            return expect_pair(self.call(case, impl, Q, K, V, mask=mask), self.name, case)
+
+        return outputs(learner, case, device)
+
+    def reference(self, case, device):
+        return outputs(pytorch_attention, case, device)
+
+    def evaluate(self, case, got, device):
+        large = "scale" in case.params or "shift" in case.params
+        if large and not all(torch.isfinite(t).all() for t in got.values()):
+            raise overflowed(str(case))
+        super().evaluate(case, got, device)
+
+    def extra_checks(self, impl, device):
+        Q, K, V = torch.ones(2, 3, 4), torch.ones(2, 5, 4), torch.ones(2, 5, 6)  # made outside the probe
+        mask = torch.ones(3, 5, dtype=torch.bool)
+        check_unplaced_tensors(self.name, lambda: impl(Q, K, V, mask=mask))
 
 
 @visible_check
 def check_scaled_dot_product_attention(scaled_dot_product_attention) -> None:
     """Against F.scaled_dot_product_attention: 2-D to 4-D, n_q != n_k, masks, large scores."""
-    for seed, (case, *spec) in enumerate(CASES):
-        where = f"case '{case}'"
-
-        def learner(Q, K, V, mask, where=where):
-            out = call_learner("scaled_dot_product_attention", where, scaled_dot_product_attention,
-                               Q, K, V, mask=mask)
-            return expect_pair(out, "scaled_dot_product_attention")
-
-        got = _outputs(learner, spec, 100 * seed)
-        if spec[-1] > 1 and not all(torch.isfinite(t).all() for t in got.values()):
-            raise overflowed(where)
-        compare_outputs(got, _outputs(pytorch_attention, spec, 100 * seed), "scaled_dot_product_attention",
-                        where, against="F.scaled_dot_product_attention", variants=_variants(spec, 100 * seed))
-    passed("scaled_dot_product_attention matches PyTorch on 2-D to 4-D inputs, with every kind of mask.")
+    ScaledDotProductAttention().run_cases(scaled_dot_product_attention)
+    passed("scaled_dot_product_attention matches PyTorch on 2-D to 4-D inputs, with every kind of mask; "
+           "blocked pairs get weight 0 even when every score is far below -1e4.")

@@ -1,4 +1,5 @@
-"""Visible check of ``softmax(x, dim=-1)``, and its known mistakes."""
+"""``softmax(x, dim=-1)``: the exercise (inputs, reference, known mistakes, visible cases) and its
+visible check."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ from functools import partial
 import torch
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_tensor,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
@@ -24,13 +27,15 @@ FIRST_AXIS = Mistake("first_axis", "a softmax over the first axis (dim=0)", DIM_
 GLOBAL = Mistake("global", "one softmax over all the entries of x",
                  "Normalise along dim only: max and sum with dim=dim, keepdim=True.")
 
-CASES = [  # name, shape, dim, dtype, scale of the logits
-    ("1-D, 7 logits", (7,), -1, torch.float64, 1.0),
-    ("3-D (2, 3, 5), dim=-1", (2, 3, 5), -1, torch.float32, 1.0),
-    ("3-D (2, 3, 5), dim=1", (2, 3, 5), 1, torch.float64, 1.0),
-    ("4-D (2, 3, 4, 5), dim=0", (2, 3, 4, 5), 0, torch.float64, 1.0),
-    ("float64, logits of magnitude 1e4", (2, 6), -1, torch.float64, 1e4),
-    ("float32, logits of magnitude 1e4", (3, 5), -1, torch.float32, 1e4),
+CASES = [  # params: the shape of the logits, dim, and the scale of large logits
+    Case("1-D, 7 logits", 20, {"shape": (7,), "dim": -1}, kind="1-D"),
+    Case("3-D (2, 3, 5), dim=-1", 21, {"shape": (2, 3, 5), "dim": -1}, torch.float32, kind="3-D, last dim"),
+    Case("3-D (2, 3, 5), dim=1", 22, {"shape": (2, 3, 5), "dim": 1}, kind="3-D, middle dim"),
+    Case("4-D (2, 3, 4, 5), dim=0", 23, {"shape": (2, 3, 4, 5), "dim": 0}, kind="4-D, first dim"),
+    Case("float64, logits of magnitude 1e4", 24, {"shape": (2, 6), "dim": -1, "scale": 1e4},
+         kind="logits of magnitude 1e4"),
+    Case("float32, logits of magnitude 1e4", 25, {"shape": (3, 5), "dim": -1, "scale": 1e4}, torch.float32,
+         kind="float32, logits of magnitude 1e4"),
 ]
 
 
@@ -40,34 +45,46 @@ def overflowed(where: str) -> CheckFailure:
                         "the maximum along dim first (softmax(x) = softmax(x - max(x))).")
 
 
-def _outputs(function, shape, dim, dtype, scale, seed):
-    x = seeded(*shape, seed=seed, dtype=dtype, scale=scale).requires_grad_()
-    return with_gradients(lambda: (function(x, dim),), ("output",), {"x": x}, seed)
-
-
-def _over(axis):
-    return lambda x, dim: torch.softmax(x, axis)
+def softmax_of(function, case: Case, device) -> dict:
+    """``function(x, dim)`` on a case's logits, with the gradient of x."""
+    p = case.params
+    x = randn(p["shape"], generator(case.seed), case.dtype, device, p.get("scale", 1.0)).requires_grad_()
+    return with_gradients(lambda: (function(x, p["dim"]),), ("output",), {"x": x}, case.seed)
 
 
 def _global(x, dim):
     return torch.softmax(x.flatten(), 0).view_as(x)
 
 
+class Softmax(Exercise):
+    name = "softmax"
+    reference_name = "torch.softmax"
+    mistakes = {LAST_AXIS: partial(softmax_of, lambda x, dim: torch.softmax(x, -1)),
+                FIRST_AXIS: partial(softmax_of, lambda x, dim: torch.softmax(x, 0)),
+                GLOBAL: partial(softmax_of, _global)}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        def learner(x, dim):
+            return expect_tensor(self.call(case, impl, x, dim=dim), "softmax's result", case)
+
+        return softmax_of(learner, case, device)
+
+    def reference(self, case, device):
+        return softmax_of(torch.softmax, case, device)
+
+    def evaluate(self, case, got, device):
+        if "scale" in case.params and not all(torch.isfinite(t).all() for t in got.values()):
+            raise overflowed(str(case))
+        super().evaluate(case, got, device)
+
+    def extra_checks(self, impl, device):
+        x = torch.ones(2, 3)  # made outside the probe: only softmax's own new tensors go to 'meta'
+        check_unplaced_tensors(self.name, lambda: impl(x, dim=-1))
+
+
 @visible_check
 def check_softmax(softmax) -> None:
     """Against torch.softmax along several dims, for 1-D to 4-D logits, some of magnitude 1e4."""
-    for seed, (case, *spec) in enumerate(CASES):
-        where = f"case '{case}'"
-
-        def learner(x, dim, where=where):
-            return expect_tensor(call_learner("softmax", where, softmax, x, dim=dim), "softmax's result")
-
-        got = _outputs(learner, *spec, seed)
-        if spec[3] > 1 and not torch.isfinite(got["output"]).all():
-            raise overflowed(where)
-        variants = {LAST_AXIS: partial(_outputs, _over(-1), *spec, seed),
-                    FIRST_AXIS: partial(_outputs, _over(0), *spec, seed),
-                    GLOBAL: partial(_outputs, _global, *spec, seed)}
-        compare_outputs(got, _outputs(torch.softmax, *spec, seed), "softmax", where, against="torch.softmax",
-                        variants=variants)
+    Softmax().run_cases(softmax)
     passed("softmax matches torch.softmax along any dim, for any shape, even for huge logits.")

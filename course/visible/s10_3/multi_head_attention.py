@@ -1,4 +1,5 @@
-"""Visible check of ``MultiHeadAttention(d_model, num_heads, bias=True)``, and its known mistakes.
+"""``MultiHeadAttention(d_model, num_heads, bias=True)``: the exercise (inputs, reference, known
+mistakes, visible cases) and its visible check.
 
 Wrong variants: the same PyTorch module with other weights (no W_O: the identity; the scale of
 sqrt(d_model): W_Q divided by sqrt(h)), the mask passed the other way round or not at all, or
@@ -8,25 +9,28 @@ heads built around ``F.scaled_dot_product_attention`` with one reshape wrong.
 from __future__ import annotations
 
 import math
-from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course.checking import (
-    CheckFailure,
+    Case,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_linear_layers,
     expect_pair,
     expect_value_error,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
+from course.checking.exercise import seeded_parameters
+from course.checking.masks import case_mask
+from course.checking.modules import load_parameters
 from course.visible.s10_3.split_heads import TRANSPOSE_HINT
 
 SPLIT = Mistake("split", "splitting the heads without the transpose", TRANSPOSE_HINT)
@@ -46,134 +50,143 @@ NAMES = ("output", "weights")
 PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")
 HOW = ("Create four separate layers, in this order: w_q, w_k, w_v and w_o, each an "
        "nn.Linear(d_model, d_model, bias=bias).")
-CASES = [  # name, B, n_q, n_k, d_model, h, mask, bias, dtype
-    ("cross-attention, n_q=3, n_k=5, padding mask", 2, 3, 5, 12, 4, "padding", True, torch.float32),
-    ("self-attention, causal mask", 2, 5, 5, 12, 3, "causal", True, torch.float64),
-    ("cross-attention, bias=False, no mask", 2, 3, 5, 12, 3, None, False, torch.float64),
-    ("one head, a different mask per sentence", 2, 3, 5, 6, 1, "random", True, torch.float64),
+
+
+def dims(B: int, n_q: int, n_k: int, d_model: int, h: int, mask: str = "none", bias: bool = True) -> dict:
+    """A case: query (B, n_q, d_model), key and value (B, n_k, d_model) (one sequence when n_q == n_k:
+    self-attention), h heads, its kind of mask, and whether the layers have a bias."""
+    return {"dims": (B, n_q, n_k, d_model, h), "mask": mask, "bias": bias}
+
+
+CASES = [  # cross-attention first: keys taken from the query show in the outputs there
+    Case("cross-attention, n_q=3, n_k=5, no mask", 61, dims(2, 3, 5, 12, 4), kind="cross-attention"),
+    Case("cross-attention, bias=False", 62, dims(2, 3, 5, 12, 3, bias=False), kind="bias=False"),
+    Case("self-attention, B=2, n=3, d_model=12, h=4, no mask", 60, dims(2, 3, 3, 12, 4),
+         kind="self-attention"),
+    Case("self-attention, causal mask", 63, dims(2, 5, 5, 12, 3, "causal"), kind="causal mask"),
+    Case("cross-attention, padding mask, float32", 64, dims(2, 3, 5, 12, 4, "padding"), torch.float32,
+         kind="padding mask"),
+    Case("padding and causal mask", 65, dims(2, 5, 5, 12, 3, "padding+causal"),
+         kind="padding and causal mask"),
+    Case("one head, a different mask per sentence", 66, dims(2, 3, 5, 6, 1, "random"), kind="one head"),
 ]
 
 
-def mha_mask(kind, B, n_q, n_k, seed):
-    """True = may attend, shaped as the notebooks pass it; every query keeps a key and loses one."""
-    if kind is None:
-        return None
-    if kind == "causal":
-        return torch.ones(n_q, n_k, dtype=torch.bool).tril()  # (n_q, n_k)
-    if kind == "padding":
-        keep = torch.arange(n_k) < torch.tensor([n_k - 2] + [n_k - 1] * (B - 1))[:, None]  # (B, n_k)
-        return keep[:, None, None, :]  # (B, 1, 1, n_k)
-    g = torch.Generator().manual_seed(seed)
-    mask = torch.rand(B, 1, n_q, n_k, generator=g) < 0.5
-    mask[..., 0], mask[..., -1] = True, False
-    return mask
+def parameter_shapes(d_model: int, bias: bool) -> dict[str, tuple]:
+    """The contract's parameters, layer by layer (w_q, w_k, w_v, w_o)."""
+    return {f"{w}.{k}": (d_model, d_model) if k == "weight" else (d_model,)
+            for w in PROJECTIONS for k in (("weight", "bias") if bias else ("weight",))}
 
 
-def _torch_mha(module: nn.Module, h: int, *, w_o: bool = True, query_scale: float = 1.0):
-    """nn.MultiheadAttention holding ``module``'s weights (W_O = identity if not w_o)."""
-    d = module.w_q.weight.shape[0]
-    bias = module.w_q.bias is not None
-    layer = nn.MultiheadAttention(d, h, bias=bias, batch_first=True).to(module.w_q.weight.dtype)
+def inputs(case: Case, device):
+    """query, key, value (leaves), the mask, and the seeded parameters of a case."""
+    (B, n_q, n_k, d_model, _), g = case.params["dims"], generator(case.seed)
+    lengths = {"query": n_q, "key": n_k, "value": n_k}
+    x = {name: randn((B, n, d_model), g, case.dtype, device) for name, n in lengths.items()}
+    if n_q == n_k:  # self-attention: queries, keys and values come from one sequence
+        x["key"], x["value"] = x["query"].clone(), x["query"].clone()
+    mask = case_mask(case.params["mask"], (B, 1), n_q, n_k, g)
+    params = seeded_parameters(parameter_shapes(d_model, case.params["bias"]), case, device)
+    return {k: v.requires_grad_() for k, v in x.items()}, None if mask is None else mask.to(device), params
+
+
+def torch_outputs(case: Case, device, *, w_o: bool = True, query_scale: float = 1.0, invert: bool = False,
+                  use_mask: bool = True, values_from_keys: bool = False):
+    """nn.MultiheadAttention with the case's weights (PyTorch's mask: True = blocked), outputs and
+    gradients; the keywords switch on a known mistake (no W_O: the identity; W_Q scaled; the mask
+    inverted or left out; the keys used as values)."""
+    (B, n_q, n_k, d, h), bias = case.params["dims"], case.params["bias"]
+    x, mask, p = inputs(case, device)
+    layer = nn.MultiheadAttention(d, h, bias=bias, batch_first=True).to(device, case.dtype)
     with torch.no_grad():  # PyTorch keeps W_Q, W_K, W_V stacked in one matrix
-        layer.in_proj_weight.copy_(torch.cat([module.w_q.weight * query_scale, module.w_k.weight,
-                                              module.w_v.weight]))
-        layer.out_proj.weight.copy_(module.w_o.weight if w_o else torch.eye(d))
+        layer.in_proj_weight.copy_(torch.cat([p["w_q.weight"] * query_scale, p["w_k.weight"],
+                                              p["w_v.weight"]]))
+        layer.out_proj.weight.copy_(p["w_o.weight"] if w_o else torch.eye(d, device=device))
         if bias:
-            layer.in_proj_bias.copy_(torch.cat([module.w_q.bias * query_scale, module.w_k.bias,
-                                                module.w_v.bias]))
-            layer.out_proj.bias.copy_(module.w_o.bias if w_o else torch.zeros(d))
-    return layer
+            layer.in_proj_bias.copy_(torch.cat([p["w_q.bias"] * query_scale, p["w_k.bias"], p["w_v.bias"]]))
+            layer.out_proj.bias.copy_(p["w_o.bias"] if w_o else torch.zeros(d, device=device))
+    blocked = None
+    if mask is not None and use_mask:  # one (n_q, n_k) map per sentence and head
+        blocked = (mask if invert else ~mask).expand(B, h, n_q, n_k).reshape(B * h, n_q, n_k)
+    leaves = {**x, "in_proj_weight": layer.in_proj_weight, "w_o.weight": layer.out_proj.weight}
+
+    def call():
+        value = x["key"] if values_from_keys else x["value"]
+        return layer(x["query"], x["key"], value, attn_mask=blocked, need_weights=True,
+                     average_attn_weights=False)
+
+    out = with_gradients(call, NAMES, leaves, case.seed)
+    out.update(zip((f"grad {w}.weight" for w in PROJECTIONS[:3]), out.pop("grad in_proj_weight").chunk(3)))
+    return out
 
 
-def _pytorch_call(layer: nn.Module, h: int, *, invert: bool = False, use_mask: bool = True,
-                  values_from_keys: bool = False):
-    """(query, key, value, mask) -> (output, weights) through nn.MultiheadAttention; the keywords
-    switch on a known mistake (the mask inverted or left out, the keys used as values)."""
-    def call(query, key, value, mask):
-        blocked = None
-        value = key if values_from_keys else value
-        if mask is not None and use_mask:  # PyTorch: True = blocked, one (n_q, n_k) map per sentence and head
-            B, n_q, n_k = query.shape[0], query.shape[1], key.shape[1]
-            blocked = (mask if invert else ~mask).expand(B, h, n_q, n_k).reshape(B * h, n_q, n_k)
-        return layer(query, key, value, attn_mask=blocked, need_weights=True, average_attn_weights=False)
-    return call
+def heads_outputs(case: Case, device, *, split_transpose: bool = True, merge_transpose: bool = True):
+    """Heads built around F.scaled_dot_product_attention with one reshape switched wrong."""
+    (B, n_q, n_k, d, h), (x, mask, p) = case.params["dims"], inputs(case, device)
 
+    def linear(t, w):
+        return F.linear(t, p[f"{w}.weight"], p.get(f"{w}.bias"))
 
-def _inputs(B, n_q, n_k, d, dtype, seed):
-    """query, key, value: one sequence for self-attention (n_q == n_k), else three."""
-    query = seeded(B, n_q, d, seed=seed, dtype=dtype)
-    key = query.clone() if n_q == n_k else seeded(B, n_k, d, seed=seed + 1, dtype=dtype)
-    value = query.clone() if n_q == n_k else seeded(B, n_k, d, seed=seed + 2, dtype=dtype)
-    return {"query": query.requires_grad_(), "key": key.requires_grad_(), "value": value.requires_grad_()}
+    def heads(t, w):
+        y = linear(t, w)
+        if split_transpose:
+            return y.unflatten(-1, (h, d // h)).transpose(1, 2)
+        return y.reshape(B, h, t.shape[1], d // h)  # the classic silent bug
 
-
-def _outputs(call, spec, seed):
-    case, B, n_q, n_k, d, h, kind, bias, dtype = spec
-    x = _inputs(B, n_q, n_k, d, dtype, seed)
-    mask = mha_mask(kind, B, n_q, n_k, seed)
-    return with_gradients(lambda: call(x["query"], x["key"], x["value"], mask), NAMES, x, seed)
-
-
-def _functional_heads(module, h, *, split_transpose=True, merge_transpose=True):
-    """Attention heads built around F.scaled_dot_product_attention, one reshape switched wrong."""
-    def call(query, key, value, mask):
-        B, n_q, d = query.shape
-
-        def heads(x, w):
-            y = w(x)
-            if split_transpose:
-                return y.unflatten(-1, (h, d // h)).transpose(1, 2)
-            return y.reshape(B, h, x.shape[1], d // h)  # the classic silent bug
-
-        q, k, v = heads(query, module.w_q), heads(key, module.w_k), heads(value, module.w_v)
-        identity = torch.eye(k.shape[-2], dtype=k.dtype).expand(*k.shape[:-1], k.shape[-2])
+    def call():
+        q, k, v = heads(x["query"], "w_q"), heads(x["key"], "w_k"), heads(x["value"], "w_v")
+        identity = torch.eye(n_k, dtype=k.dtype, device=device).expand(B, h, n_k, n_k)
         weights = F.scaled_dot_product_attention(q, k, identity, attn_mask=mask)
         out = weights @ v  # (B, h, n_q, d_h)
         out = out.transpose(1, 2).flatten(2) if merge_transpose else out.reshape(B, n_q, d)
-        return module.w_o(out), weights
-    return call
+        return linear(out, "w_o"), weights
+
+    return with_gradients(call, NAMES, x, case.seed)
 
 
-def _variants(module, spec, seed):
-    """The known mistakes on one case, each with the outputs it gives there."""
-    h = spec[5]
+def _switched(outputs, **switch):
+    return lambda case, device: outputs(case, device, **switch)
 
-    def through(**options):
-        use = {k: options.pop(k) for k in ("invert", "use_mask", "values_from_keys") if k in options}
-        return partial(_outputs, _pytorch_call(_torch_mha(module, h, **options), h, **use), spec, seed)
 
-    def heads(**switch):
-        return partial(_outputs, _functional_heads(module, h, **switch), spec, seed)
+class MultiHeadAttentionModule(Exercise):
+    name = "MultiHeadAttention"
+    reference_name = "nn.MultiheadAttention with the same weights"
+    mistakes = {SPLIT: _switched(heads_outputs, split_transpose=False),
+                MERGE: _switched(heads_outputs, merge_transpose=False),
+                NO_W_O: _switched(torch_outputs, w_o=False),
+                D_MODEL: lambda case, device: torch_outputs(
+                    case, device, query_scale=1 / math.sqrt(case.params["dims"][4])),
+                INVERTED: _switched(torch_outputs, invert=True),
+                NO_MASK: _switched(torch_outputs, use_mask=False),
+                VALUES: _switched(torch_outputs, values_from_keys=True)}
+    visible_cases = CASES
 
-    return {SPLIT: heads(split_transpose=False), MERGE: heads(merge_transpose=False),
-            NO_W_O: through(w_o=False), D_MODEL: through(query_scale=1 / math.sqrt(h)),
-            INVERTED: through(invert=True), NO_MASK: through(use_mask=False),
-            VALUES: through(values_from_keys=True)}
+    def run(self, impl, case, device):
+        (*_, d, h), bias = case.params["dims"], case.params["bias"]
+        module = self.build(impl, case, d, h, bias=bias)
+        expect_linear_layers(module, self.name, {w: (d, d) for w in PROJECTIONS}, HOW, bias=bias)
+        x, mask, p = inputs(case, device)
+        params = load_parameters(module.to(device), p, self.name, HOW)
+
+        def call():
+            out = self.call(case, module, x["query"], x["key"], x["value"], mask=mask)
+            return expect_pair(out, f"{self.name}.forward", case)
+
+        leaves = {**x, **{k: v for k, v in params.items() if k.endswith("weight")}}
+        return with_gradients(call, NAMES, leaves, case.seed)
+
+    def reference(self, case, device):
+        return torch_outputs(case, device)
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(10, 3), "when d_model=10 is not divisible by num_heads=3")
+        probe = self.call("MultiHeadAttention(8, 2)", impl, 8, 2)
+        x, mask = torch.ones(2, 3, 8), torch.ones(3, 3, dtype=torch.bool)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: probe(x, x, x, mask=mask))
 
 
 @visible_check
 def check_MultiHeadAttention(MultiHeadAttention) -> None:
     """Layers, then output, weights and gradients against nn.MultiheadAttention with the same weights."""
-    expect_value_error("MultiHeadAttention", lambda: MultiHeadAttention(10, 3),
-                       "when d_model=10 is not divisible by num_heads=3")
-    for seed, spec in enumerate(CASES):
-        case, B, n_q, n_k, d, h, kind, bias, dtype = spec
-        where = f"case '{case}'"
-        module = call_learner("MultiHeadAttention", where, MultiHeadAttention, d, h, bias=bias)
-        if not isinstance(module, nn.Module):
-            raise CheckFailure("MultiHeadAttention(...) should create an nn.Module.")
-        expect_linear_layers(module, "MultiHeadAttention", {w: (d, d) for w in PROJECTIONS}, HOW, bias=bias)
-        with torch.no_grad():  # seeded weights: the same check for everyone
-            for i, p in enumerate(module.parameters()):
-                p.copy_(seeded(*p.shape, seed=1000 * seed + i, scale=0.5))
-        module = module.to(dtype)
-
-        def learner(query, key, value, mask, where=where, module=module):
-            out = call_learner("MultiHeadAttention", where, module, query, key, value, mask=mask)
-            return expect_pair(out, "MultiHeadAttention.forward")
-
-        pytorch = _pytorch_call(_torch_mha(module, h), h)
-        compare_outputs(_outputs(learner, spec, seed), _outputs(pytorch, spec, seed),
-                        "MultiHeadAttention", where, against="nn.MultiheadAttention with the same weights",
-                        variants=_variants(module, spec, seed))
+    MultiHeadAttentionModule().run_cases(MultiHeadAttention)
     passed("MultiHeadAttention matches nn.MultiheadAttention: self- and cross-attention, masks, bias=False.")

@@ -1,9 +1,10 @@
-"""Visible check of ``split_heads(x, num_heads)``: (B, n, d) -> (B, h, n, d // h), and its known mistake."""
+"""``split_heads(x, num_heads)``: (B, n, d) -> (B, h, n, d // h); the exercise, its known mistake
+and its visible check (head by head: no split is shipped)."""
 
 from __future__ import annotations
 
-from course.checking import Mistake, call_learner, expect_shape, expect_tensor, passed, seeded, visible_check
-from course.visible.s10_3.heads import CASES, expect_heads, with_gradient
+from course.checking import Mistake, expect_shape, passed, visible_check
+from course.visible.s10_3.heads import Heads, cotangent, expect_heads, inputs
 
 TRANSPOSE_HINT = ("Reshape to (B, n, h, d_h) first, then swap the sequence and head axes "
                   "with .transpose(1, 2).")
@@ -11,18 +12,24 @@ NO_TRANSPOSE = Mistake("no_transpose", "a reshape straight to (B, h, n, d_h) wit
                        TRANSPOSE_HINT)
 
 
+class SplitHeads(Heads):
+    name = "split_heads"
+    reference_name = "feature block i of every token in head i"
+    mistakes = {NO_TRANSPOSE: lambda case, device: SplitHeads().outputs(
+        lambda x, h: x.reshape(x.shape[0], h, x.shape[1], -1), case, device)}
+
+    def evaluate(self, case, got, device):
+        """Head i holds feature block i of every token, and the gradient flows back block by block."""
+        (B, n, d), h = case.params["shape"], case.params["h"]
+        x, what = inputs(case, device, split=True).detach(), f"split_heads(x, {h})"
+        expect_shape(got["output"], (B, h, n, d // h), what, str(case))
+        expect_heads(what, str(case), got["output"], x, NO_TRANSPOSE, x.reshape(B, h, n, -1))
+        expect_heads(f"the gradient of x through {what}", str(case), cotangent(case, got["output"]),
+                     got["grad x"])
+
+
 @visible_check
 def check_split_heads(split_heads) -> None:
     """(B, n, d) -> (B, h, n, d // h), with head i holding feature block i of every token."""
-    for seed, (case, B, n, d, h, dtype) in enumerate(CASES):
-        x, where, what = seeded(B, n, d, seed=seed, dtype=dtype), f"case '{case}'", f"split_heads(x, {h})"
-
-        def learner(x, where=where, h=h):
-            return expect_tensor(call_learner("split_heads", where, split_heads, x, h),
-                                 "split_heads's result")
-
-        got, grad, cotangent = with_gradient(learner, x, seed)
-        expect_shape(got, (B, h, n, d // h), what, where)
-        expect_heads(what, where, got, x, NO_TRANSPOSE, x.reshape(B, h, n, -1))  # the mistake's heads
-        expect_heads(f"the gradient of x through {what}", where, cotangent, grad)
+    SplitHeads().run_cases(split_heads)
     passed("split_heads puts feature block i of every token into head i.")

@@ -2,7 +2,7 @@
 
 PyTorch has no sinusoidal encoding, so the reference is the formula of the notebook, evaluated
 entry by entry with Python's ``math`` at sampled entries. The tolerance grows with the largest
-position, as in grading (float32 angles carry rounding): :mod:`.within`.
+position, as in grading (float32 angles carry rounding: ``compare_outputs(..., atol=...)``).
 """
 
 from course.checking import gather_checks

@@ -13,19 +13,24 @@ from functools import partial
 import torch
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     angle_tolerance,
-    call_learner,
+    check_unplaced_tensors,
     close,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     expect_value_error,
+    generator,
     passed,
+    randn,
     seeded,
     visible_check,
+    with_gradients,
 )
-from course.visible.s10_4.within import compare_within
 
 HALVES = Mistake("halves", "pairs made of column i and column i + d/2 (the 'rotate_half' layout of some "
                  "libraries)", "This notebook pairs neighbouring columns, like the sinusoidal table: "
@@ -67,14 +72,23 @@ MIXED = ("The points (1, 0) and (0, 1) come out right, but this x does not: ever
 GRADIENT = ("The values are right but the gradient is not. The gradient of a rotation is the output's "
             "gradient turned back, R(-p w_i): build the result from x with differentiable tensor "
             "operations (a hand-written backward must turn back, not forward).")
-CASES = [  # name, shape of x, positions (None: 0 .. n-1), base (None: the default), dtype
-    ("3-D x (B=2, n=5, d=8), float32", (2, 5, 8), None, None, torch.float32),
-    ("2-D x (n=6, d=4)", (6, 4), None, None, torch.float64),
-    ("4-D x (B=2, h=3, n=4, d=6)", (2, 3, 4, 6), None, None, torch.float64),
-    ("d=2 (one pair)", (3, 7, 2), None, None, torch.float64),
-    ("explicit positions [7, 0, 3, 3, 12]", (2, 5, 8), [7, 0, 3, 3, 12], None, torch.float64),
-    ("base=500", (2, 4, 8), None, 500.0, torch.float64),
-    ("positions up to 4000, float32", (2, 6, 16), [0, 1, 999, 1000, 3998, 3999], None, torch.float32),
+
+
+def rotary_case(name: str, seed: int, shape: tuple, kind: str, dtype=torch.float64, **given) -> Case:
+    """A case: x of ``shape``, and ``positions`` (None: 0 .. n-1) or ``base`` when given."""
+    return Case(name, seed, {"shape": shape, **given}, dtype, kind=kind)
+
+
+CASES = [
+    rotary_case("3-D x (B=2, n=5, d=8), float32", 0, (2, 5, 8), "3-D", torch.float32),
+    rotary_case("2-D x (n=6, d=4)", 1, (6, 4), "2-D"),
+    rotary_case("4-D x (B=2, h=3, n=4, d=6)", 2, (2, 3, 4, 6), "4-D"),
+    rotary_case("d=2 (one pair)", 3, (3, 7, 2), "one pair"),
+    rotary_case("explicit positions [7, 0, 3, 3, 12]", 4, (2, 5, 8), "given positions",
+                positions=[7, 0, 3, 3, 12]),
+    rotary_case("base=500", 5, (2, 4, 8), "another base", base=500.0),
+    rotary_case("positions up to 4000, float32", 6, (2, 6, 16), "positions up to 4000, float32",
+                torch.float32, positions=[0, 1, 999, 1000, 3998, 3999]),
 ]
 PROBES = ("even", "odd")  # (1, 0, 1, 0, ...) and (0, 1, 0, 1, ...) at every token
 
@@ -157,13 +171,6 @@ def _property_hint(apply_rotary, images: torch.Tensor) -> str | None:
     return None
 
 
-def _call(apply_rotary, x, positions, base, where) -> torch.Tensor:
-    """apply_rotary(x[, positions][, base=...]) as the case gives them; shape and dtype checked."""
-    args = (x,) if positions is None and base is None else (x, positions)
-    out = call_learner("apply_rotary", where, apply_rotary, *args, **({} if base is None else {"base": base}))
-    return expect_rotated(out, x, "apply_rotary", where)
-
-
 def _with_hint(text: str, compare) -> None:
     try:
         compare()
@@ -171,50 +178,67 @@ def _with_hint(text: str, compare) -> None:
         raise CheckFailure(f"{failure}\n{text}", failure.mistake) from None
 
 
+class ApplyRotary(Exercise):
+    """Every pair's points (1, 0) and (0, 1) turned by p * base^(-2i/d) (the formula, entry by entry),
+    any x a combination of them pair by pair, and the gradient turned back."""
+
+    name = "apply_rotary"
+    reference_name = "(cos, sin) and (-sin, cos) of p * base^(-2i/d)"
+    visible_cases = CASES
+
+    def rotate(self, impl, case: Case, x: torch.Tensor, positions) -> torch.Tensor:
+        """The learner's apply_rotary(x[, positions][, base=...]) as the case gives them."""
+        base = case.params.get("base")
+        args = (x,) if positions is None and base is None else (x, positions)
+        out = self.call(case, impl, *args, **({} if base is None else {"base": base}))
+        return expect_rotated(out, x, self.name, str(case))
+
+    def run(self, impl, case, device):
+        shape, given = case.params["shape"], case.params.get("positions")
+        positions = None if given is None else torch.tensor(given, device=device)
+        x = randn(shape, generator(case.seed), case.dtype, device).requires_grad_()
+        out = with_gradients(lambda: (self.rotate(impl, case, x, positions),), ("output",), {"x": x},
+                             case.seed)
+        probes = [probe_input(shape, probe, case.dtype).to(device) for probe in PROBES]
+        with torch.no_grad():  # (2, *shape): what the probes become
+            out["images"] = torch.stack([self.rotate(impl, case, probe, positions) for probe in probes])
+        self.learner = impl  # for the hint about the scores, should the images be wrong
+        return out
+
+    def evaluate(self, case, got, device):
+        shape, base, where = case.params["shape"], case.params.get("base") or 10000.0, str(case)
+        at = case.params.get("positions") or list(range(shape[-2]))
+        atol = angle_tolerance(max(at))  # grows with the largest position, as in grading
+        images = got["images"].double()
+        compare_outputs({"output": images}, {"output": probe_images(shape, at, base)},
+                        "apply_rotary of the points (1, 0) and (0, 1) of every pair", where, atol=2 * atol,
+                        against=self.reference_name, variants=_variants(shape, at, base),
+                        hint=lambda key, have: _property_hint(self.learner, images))
+        x = randn(shape, generator(case.seed), case.dtype, device).double()
+        a, b = (x[..., j::2].repeat_interleave(2, dim=-1) for j in (0, 1))
+        combined = a * images[0] + b * images[1]  # a·R(1, 0) + b·R(0, 1), pair by pair
+        _with_hint(MIXED, partial(
+            compare_outputs, {"output": got["output"].double()}, {"output": combined}, "apply_rotary(x)",
+            where, atol=atol * (1 + float(combined.abs().max())), against="a times the turned (1, 0) plus b "
+            "times the turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
+        g = randn(shape, generator(case.seed + 7919), case.dtype, device).double()  # with_gradients' own
+        want = torch.stack([pair_sums(g * images[0]), pair_sums(g * images[1])], dim=-1).flatten(-2)
+        _with_hint(GRADIENT, lambda: compare_outputs(
+            {"output": got["grad x"].double()}, {"output": want}, "the gradient of apply_rotary(x)", where,
+            atol=atol * (1 + float(want.abs().max())),
+            against="the output's gradient turned back (the transpose of a rotation)"))
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(torch.zeros(2, 3, 5)), "for an odd d=5")
+        x, positions = torch.ones(2, 3, 4), torch.tensor([2, 0, 1])  # made outside the probes
+        check_unplaced_tensors(self.name, lambda: impl(x))
+        check_unplaced_tensors(self.name, lambda: impl(x, positions))
+
+
 @visible_check
 def check_apply_rotary(apply_rotary) -> None:
     """Every pair's points (1, 0) and (0, 1) turned by p * base^(-2i/d) (the formula, entry by
     entry), any x a combination of them pair by pair, and the gradient turned back; 2-D to 4-D,
     given positions, another base, float32 up to position 4000; the ValueError."""
-    for seed, (case, shape, given, base, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        positions = None if given is None else torch.tensor(given)
-        at = given or list(range(shape[-2]))
-        x = seeded(*shape, seed=seed, dtype=dtype).requires_grad_()
-        out = _call(apply_rotary, x, positions, base, where)
-        with torch.no_grad():  # (2, *shape): what the probes become
-            images = torch.stack([_call(apply_rotary, probe_input(shape, probe, dtype), positions, base,
-                                        where) for probe in PROBES])
-        atol = angle_tolerance(max(at))  # grows with the largest position, as in grading
-        compare_within({"output": images}, {"output": probe_images(shape, at, base or 10000.0)},
-                       "apply_rotary of the points (1, 0) and (0, 1) of every pair", where, 2 * atol,
-                       against="(cos, sin) and (-sin, cos) of p * base^(-2i/d)",
-                       variants=_variants(shape, at, base or 10000.0),
-                       hint=lambda key, got, images=images: _property_hint(apply_rotary, images))
-        a, b = (x.detach()[..., j::2].double().repeat_interleave(2, dim=-1) for j in (0, 1))
-        combined = a * images[0].double() + b * images[1].double()  # a·R(1, 0) + b·R(0, 1), pair by pair
-        _with_hint(MIXED, partial(
-            compare_within, {"output": out.detach().double()}, {"output": combined}, "apply_rotary(x)", where,
-            atol * (1 + float(combined.abs().max())), against="a times the turned (1, 0) plus b times the "
-            "turned (0, 1), for every pair (a, b) of x (a rotation is linear)"))
-        _check_gradient(x, out, images, atol, where, seed)
-    expect_value_error("apply_rotary", lambda: apply_rotary(torch.zeros(2, 3, 5)), "for an odd d=5")
+    ApplyRotary().run_cases(apply_rotary)
     passed("apply_rotary turns every pair by p·w_i, so the score of q and k depends only on their offset.")
-
-
-def _check_gradient(x, out, images, atol: float, where: str, seed: int) -> None:
-    """The gradient of sum(out * g) is g turned back: pair i gets (g·R(1, 0), g·R(0, 1))."""
-    if not out.requires_grad:
-        raise CheckFailure(
-            "apply_rotary's result carries no gradient although x requires one: a model could not learn "
-            "through it. Remove any .detach(), torch.no_grad() or torch.tensor(...) that rebuilds the "
-            "result.")
-    g = seeded(*x.shape, seed=seed + 7919, dtype=x.dtype)
-    (out * g).sum().backward()
-    grad = x.grad if x.grad is not None else torch.zeros_like(x)
-    g, images = g.double(), images.double()
-    want = torch.stack([pair_sums(g * images[0]), pair_sums(g * images[1])], dim=-1).flatten(-2)
-    _with_hint(GRADIENT, lambda: compare_within(
-        {"output": grad.double()}, {"output": want}, "the gradient of apply_rotary(x)", where,
-        atol * (1 + float(want.abs().max())), against="the output's gradient turned back (the transpose of a "
-        "rotation)"))

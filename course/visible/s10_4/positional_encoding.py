@@ -1,4 +1,5 @@
-"""Visible check of ``PositionalEncoding(d_model, max_len=5000, dropout=0.0)``, and its known mistakes."""
+"""``PositionalEncoding(d_model, max_len=5000, dropout=0.0)``: the exercise (inputs, the formula's
+table as the reference, known mistakes, visible cases) and its visible check."""
 
 from __future__ import annotations
 
@@ -9,20 +10,23 @@ import torch
 from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     angle_tolerance,
-    call_learner,
+    check_unplaced_tensors,
     close,
+    compare_outputs,
     expect_tensor,
     expect_value_error,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
 from course.visible.s10_4.sinusoidal_positional_encoding import FROM_ONE, SWAPPED, formula, table
-from course.visible.s10_4.within import compare_within
 
 HOW = ("Compute the encoding once in __init__ and keep it with self.register_buffer('pe', "
        "sinusoidal_positional_encoding(max_len, d_model)): a buffer follows .to(device) and "
@@ -32,12 +36,16 @@ SCALED = Mistake("scaled", "x multiplied by sqrt(d_model) before adding pe",
                  "the embedding layer (10.6).")
 AGAINST = {"output": "x + pe[:n] from the formula", "grad x": "the gradient of x + pe[:n]"}
 TOO_LONG = "when x has n=7 positions but max_len=6"
-CASES = [  # name, B, n, d_model, max_len (None: the default), dtype
-    ("B=2, n=5, d_model=8, max_len=12", 2, 5, 8, 12, torch.float32),
-    ("n equal to max_len", 3, 7, 6, 7, torch.float32),
-    ("odd d_model=5, the default max_len", 2, 4, 5, None, torch.float32),
-    ("one position, float64", 2, 1, 4, 3, torch.float64),
-]
+
+
+def cases(seed: int, dtype=torch.float64) -> list[Case]:
+    """x (B, n, d_model) and max_len (None: the default 5000) of the cases."""
+    shapes = [("B=2, n=5, d_model=8, max_len=12", (2, 5, 8), 12, "max_len given"),
+              ("n equal to max_len", (3, 7, 6), 7, "n equal to max_len"),
+              ("odd d_model=5, the default max_len", (2, 4, 5), None, "odd d_model, the default max_len"),
+              ("one position", (2, 1, 4), 3, "one position")]
+    return [Case(name, seed + i, {"dims": dims, "max_len": max_len}, dtype, kind=kind)
+            for i, (name, dims, max_len, kind) in enumerate(shapes)]
 
 
 def expect_buffer(module: nn.Module, max_len: int, d_model: int) -> None:
@@ -80,42 +88,52 @@ def expect_dropout(make, call, pe: torch.Tensor) -> None:
                            "self.dropout(x + pe[:n]).")
 
 
-def _added(module_call, B, n, d, dtype, seed):
-    x = seeded(B, n, d, seed=seed, dtype=dtype).requires_grad_()
-    return with_gradients(lambda: (module_call(x),), ("output",), {"x": x}, seed)
+def added(case: Case, device, entry=formula, start: int = 0, scale: float = 1.0):
+    """x * scale + the table of ``entry`` (the formula, or a known mistake's) from ``start``, with
+    the gradient of x."""
+    x = randn(case.params["dims"], generator(case.seed), case.dtype, device).requires_grad_()
+    _, n, d = case.params["dims"]
+    pe = table(entry, range(n), d, start).to(device, case.dtype)
+    return with_gradients(lambda: (x * scale + pe,), ("output",), {"x": x}, case.seed)
 
 
-def _plus(entry, n, d, start=0, scale=1.0):
-    pe = table(entry, range(n), d, start)
-    return lambda x: x * scale + pe.to(x.dtype)
+class PositionalEncodingModule(Exercise):
+    name = "PositionalEncoding"
+    reference_name = AGAINST["output"]
+    mistakes = {SCALED: lambda case, device: added(case, device, scale=math.sqrt(case.params["dims"][2])),
+                FROM_ONE: partial(added, start=1), SWAPPED: partial(added, entry=partial(formula, swap=True))}
+    visible_cases = [*cases(0, torch.float32)[:3], *cases(3)[3:]]
+
+    def run(self, impl, case, device):
+        d, max_len = case.params["dims"][2], case.params["max_len"]
+        module = self.build(impl, case, *((d,) if max_len is None else (d, max_len)))
+        expect_buffer(module, 5000 if max_len is None else max_len, d)
+        module = module.to(device)
+        x = randn(case.params["dims"], generator(case.seed), case.dtype, device).requires_grad_()
+
+        def call():
+            return (expect_tensor(self.call(case, module, x), f"{self.name}.forward's result", case),)
+
+        return with_gradients(call, ("output",), {"x": x}, case.seed)
+
+    def reference(self, case, device):
+        return added(case, device)
+
+    def evaluate(self, case, got, device):
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                        atol=angle_tolerance(case.params["dims"][1]), against=AGAINST,
+                        variants={m: partial(run, case, device) for m, run in self.mistakes.items()})
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(8, max_len=6)(torch.zeros(2, 7, 8)), TOO_LONG)
+        expect_dropout(lambda: self.call("dropout=0.5", impl, 8, max_len=50, dropout=0.5),
+                       lambda where, module, x: self.call(where, module, x), table(formula, range(50), 8))
+        probe, x = self.call("PositionalEncoding(8, 20)", impl, 8, 20), torch.ones(2, 5, 8)  # made outside
+        check_unplaced_tensors(self.name, lambda: probe(x))
 
 
 @visible_check
 def check_PositionalEncoding(PositionalEncoding) -> None:
     """The pe buffer, x + pe[:n] against the formula, the ValueError, and dropout."""
-    for seed, (case, B, n, d, max_len, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        args = (d,) if max_len is None else (d, max_len)
-        module = call_learner("PositionalEncoding", where, PositionalEncoding, *args)
-        if not isinstance(module, nn.Module):
-            raise CheckFailure("PositionalEncoding(...) should create an nn.Module.")
-        expect_buffer(module, 5000 if max_len is None else max_len, d)
-        module = module.to(dtype)
-
-        def learner(x, where=where, module=module):
-            return expect_tensor(call_learner("PositionalEncoding", where, module, x),
-                                 "PositionalEncoding's output")
-
-        spec = (B, n, d, dtype, seed)
-        variants = {SCALED: partial(_added, _plus(formula, n, d, scale=math.sqrt(d)), *spec),
-                    FROM_ONE: partial(_added, _plus(formula, n, d, start=1), *spec),
-                    SWAPPED: partial(_added, _plus(partial(formula, swap=True), n, d), *spec)}
-        compare_within(_added(learner, *spec), _added(_plus(formula, n, d), *spec), "PositionalEncoding(x)",
-                       where, angle_tolerance(n), against=AGAINST, variants=variants)
-    expect_value_error("PositionalEncoding", lambda: PositionalEncoding(8, max_len=6)(torch.zeros(2, 7, 8)),
-                       TOO_LONG)
-    expect_dropout(lambda: call_learner("PositionalEncoding", "dropout=0.5", PositionalEncoding, 8,
-                                        max_len=50, dropout=0.5),
-                   lambda where, module, x: call_learner("PositionalEncoding", where, module, x),
-                   table(formula, range(50), 8))
+    PositionalEncodingModule().run_cases(PositionalEncoding)
     passed("PositionalEncoding keeps pe as a buffer, adds pe[:n], applies dropout and rejects long inputs.")

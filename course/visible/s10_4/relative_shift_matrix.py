@@ -1,4 +1,4 @@
-"""Visible check of ``relative_shift_matrix(k, d_model)``, and its known mistakes.
+"""``relative_shift_matrix(k, d_model)``: the exercise, its known mistakes and its visible check.
 
 The check moves the formula's encoding of positions up to 10 000 with the learner's M and
 names a mistake from the angles of M's 2x2 blocks (no reference matrix is shown).
@@ -11,10 +11,12 @@ import math
 import torch
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     angle_tolerance,
-    call_learner,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     expect_value_error,
@@ -22,7 +24,6 @@ from course.checking import (
     visible_check,
 )
 from course.visible.s10_4.sinusoidal_positional_encoding import formula, table
-from course.visible.s10_4.within import compare_within
 
 ROWS = ("Row 2i (the sine) is [.. cos(k w_i), +sin(k w_i) ..], row 2i+1 (the cosine) is "
         "[.. -sin(k w_i), cos(k w_i) ..].")
@@ -39,7 +40,14 @@ SAME_ANGLE = Mistake("same_angle", "every block rotated by the same angle k",
 HALVES = Mistake("halves", "blocks pairing column i with column i + d_model/2 (the halves layout)",
                  "The encoding interleaves its pairs: columns 2i and 2i+1.")
 AGAINST = "pe[pos + k] (positions up to 10 000)"
-CASES = [(1, 8), (3, 16), (0, 8), (-2, 8), (1, 2), (37, 6), (100, 64)]  # k, d_model
+
+
+def cases(seed: int) -> list[Case]:
+    """The shifts checked (k, d_model): forwards, the identity, backwards, one pair, far."""
+    shifts = [(1, 8, "a shift"), (3, 16, "a shift"), (0, 8, "k=0 (the identity)"), (-2, 8, "a shift back"),
+              (1, 2, "one pair"), (37, 6, "a long shift"), (100, 64, "a long shift")]
+    return [Case(f"k={k}, d_model={d}", seed + i, {"k": k, "d_model": d}, kind=kind)
+            for i, (k, d, kind) in enumerate(shifts)]
 
 
 def shift_positions(k: int) -> list[int]:
@@ -48,11 +56,12 @@ def shift_positions(k: int) -> list[int]:
 
 
 def expect_square_matrix(M, k: int, d_model: int, where: str) -> torch.Tensor:
-    """A floating-point (d_model, d_model) tensor."""
+    """A float32 (d_model, d_model) tensor, like the encoding it moves."""
     what = f"relative_shift_matrix({k}, {d_model})"
     expect_tensor(M, what, where)
-    if not M.is_floating_point():
-        raise CheckFailure(f"{what} should be a floating-point matrix (float32), not {M.dtype}.")
+    if M.dtype != torch.float32:
+        raise CheckFailure(f"{what} should be a float32 matrix, like the encoding, not {M.dtype}: compute "
+                           "in float64 if you like, and return M.float().")
     expect_shape(M, (d_model, d_model), what, where)
     return M
 
@@ -80,18 +89,34 @@ def block_mistake(M: torch.Tensor, k: int, d_model: int) -> Mistake | None:
     return None
 
 
+class RelativeShiftMatrix(Exercise):
+    """M @ pe[pos] == pe[pos + k] for positions up to 10 000; the mistake named from M's block angles."""
+
+    name = "relative_shift_matrix"
+    reference_name = AGAINST
+    visible_cases = cases(0)
+
+    def run(self, impl, case, device):
+        k, d = case.params["k"], case.params["d_model"]
+        M = expect_square_matrix(self.call(case, impl, k, d), k, d, str(case))
+        return {"M": M.detach().to(device, torch.float64)}
+
+    def evaluate(self, case, got, device):
+        k, d_model, M = case.params["k"], case.params["d_model"], got["M"]
+        positions = shift_positions(k)
+        moved = table(formula, positions, d_model) @ M.cpu().T  # row j: (M @ pe[pos_j])^T
+        mistake = block_mistake(M, k, d_model)
+        compare_outputs({"output": moved}, {"output": table(formula, positions, d_model, start=k)},
+                        f"M @ pe[pos] for k={k}", str(case), atol=2 * angle_tolerance(abs(k) + 1),
+                        against=AGAINST,
+                        variants={} if mistake is None else {mistake: lambda: {"output": moved}})
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(1, 7), "for an odd d_model=7")
+
+
 @visible_check
 def check_relative_shift_matrix(relative_shift_matrix) -> None:
     """M @ pe[pos] == pe[pos + k] for positions up to 10 000, several k (negative too); ValueError."""
-    for k, d_model in CASES:
-        where = f"case 'k={k}, d_model={d_model}'"
-        M = call_learner("relative_shift_matrix", where, relative_shift_matrix, k, d_model)
-        expect_square_matrix(M, k, d_model, where)
-        positions = shift_positions(k)
-        moved = table(formula, positions, d_model) @ M.detach().double().T  # row j: (M @ pe[pos_j])^T
-        mistake = block_mistake(M, k, d_model)
-        compare_within({"output": moved}, {"output": table(formula, positions, d_model, start=k)},
-                       f"M @ pe[pos] for k={k}", where, 2 * angle_tolerance(abs(k) + 1), against=AGAINST,
-                       variants={} if mistake is None else {mistake: lambda moved=moved: {"output": moved}})
-    expect_value_error("relative_shift_matrix", lambda: relative_shift_matrix(1, 7), "for an odd d_model=7")
+    RelativeShiftMatrix().run_cases(relative_shift_matrix)
     passed("relative_shift_matrix moves the encoding by k positions, backwards too, up to position 10 000.")

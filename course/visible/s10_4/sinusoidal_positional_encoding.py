@@ -1,4 +1,5 @@
-"""Visible check of ``sinusoidal_positional_encoding(max_len, d_model)``, and its known mistakes.
+"""``sinusoidal_positional_encoding(max_len, d_model)``: the exercise, its known mistakes and its
+visible check.
 
 The reference is the formula entry by entry (Python's ``math``) at sampled rows: every row of a
 small table, else the first, middle and last ones.
@@ -12,16 +13,17 @@ from functools import partial
 import torch
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     angle_tolerance,
-    call_learner,
+    compare_outputs,
     expect_shape,
     expect_tensor,
     passed,
     visible_check,
 )
-from course.visible.s10_4.within import compare_within
 
 FORMULA = "the formula (sine in column 2i, cosine in column 2i+1, of pos / 10000^(2i/d_model))"
 ODD = ("With an odd d_model there is one more even column (sine) than odd columns (cosine): the cosines use "
@@ -134,28 +136,47 @@ def call_encoding(call, d_model: int):
 
 
 def _entries(entry, positions, d_model: int, start: int) -> dict:
-    return {"output": table(entry, positions, d_model, start)}
+    return {"pe": table(entry, positions, d_model, start)}
 
 
-CASES = [(6, 8), (9, 7), (5, 3), (1, 4), (50, 2), (100, 64), (2000, 17)]  # max_len, d_model
+def cases(seed: int) -> list[Case]:
+    """The tables checked (max_len, d_model): even and odd widths, one position, one pair, long."""
+    sizes = [(6, 8, "even d_model"), (9, 7, "odd d_model"), (5, 3, "odd d_model"), (1, 4, "one position"),
+             (50, 2, "one pair"), (100, 64, "a wide table"), (2000, 17, "2000 positions, odd d_model")]
+    return [Case(f"max_len={n}, d_model={d}" + (" (odd)" if d % 2 else ""), seed + i,
+                 {"max_len": n, "d_model": d}, torch.float32, kind=kind)
+            for i, (n, d, kind) in enumerate(sizes)]
+
+
+class SinusoidalPositionalEncoding(Exercise):
+    """Shape, dtype and the formula entry by entry (Python's ``math``) at sampled rows."""
+
+    name = "sinusoidal_positional_encoding"
+    reference_name = FORMULA
+    visible_cases = cases(0)
+
+    def run(self, impl, case, device):
+        n, d = case.params["max_len"], case.params["d_model"]
+        out = call_encoding(lambda: self.call(case, impl, n, d), d)
+        return {"pe": expect_tensor(out, f"{self.name}({n}, {d})", case).detach().to(device)}
+
+    def evaluate(self, case, got, device):
+        max_len, d_model, pe = case.params["max_len"], case.params["d_model"], got["pe"]
+        what, where = f"{self.name}({max_len}, {d_model})", str(case)
+        expect_shape(pe, (max_len, d_model), what, where)
+        expect_float32_table(pe, what, where)
+        positions = sampled_positions(max_len, d_model)
+        where += f" (rows {', '.join(map(str, positions))})" if len(positions) < max_len else ""
+        variants = {m: partial(_entries, entry, positions, d_model, start)
+                    for m, (entry, start) in ENTRIES.items()}
+        compare_outputs({"pe": pe.double()[positions]}, {"pe": table(formula, positions, d_model)}, what,
+                        where,
+                        atol=angle_tolerance(max_len), against=FORMULA, variants=variants,
+                        hint=lambda key, have: property_hint(pe[:4], d_model) or None)
 
 
 @visible_check
 def check_sinusoidal_positional_encoding(sinusoidal_positional_encoding) -> None:
     """Shape, dtype and sampled entries against the formula; odd d_model; 2000 positions."""
-    for max_len, d_model in CASES:
-        case = f"case 'max_len={max_len}, d_model={d_model}" + (" (odd)'" if d_model % 2 else "'")
-        what = f"sinusoidal_positional_encoding({max_len}, {d_model})"
-        pe = call_encoding(partial(call_learner, "sinusoidal_positional_encoding", case,
-                                   sinusoidal_positional_encoding, max_len, d_model), d_model)
-        expect_shape(expect_tensor(pe, what, case), (max_len, d_model), what, case)
-        expect_float32_table(pe, what, case)
-        positions = sampled_positions(max_len, d_model)
-        where = case + (f" (rows {', '.join(map(str, positions))})" if len(positions) < max_len else "")
-        variants = {m: partial(_entries, entry, positions, d_model, start)
-                    for m, (entry, start) in ENTRIES.items()}
-        compare_within({"output": pe.detach().double()[positions]},
-                       {"output": table(formula, positions, d_model)}, what, where, angle_tolerance(max_len),
-                       against=FORMULA, variants=variants,
-                       hint=lambda key, got, pe=pe, d_model=d_model: property_hint(pe[:4], d_model) or None)
+    SinusoidalPositionalEncoding().run_cases(sinusoidal_positional_encoding)
     passed("sinusoidal_positional_encoding follows the formula, for odd d_model and 2000 positions too.")

@@ -1,4 +1,5 @@
-"""Visible check of ``FeedForward(d_model, d_ff, activation="relu", dropout=0.0)``, and its known mistakes."""
+"""``FeedForward(d_model, d_ff, activation="relu", dropout=0.0)``: the exercise (inputs, reference,
+known mistakes, visible cases) and its visible check."""
 
 from __future__ import annotations
 
@@ -6,22 +7,23 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from course.checking import (
-    CheckFailure,
+    Case,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_linear_layers,
     expect_tensor,
     expect_value_error,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
-from course.checking.blocks import ACTIVATIONS, seed_parameters
+from course.checking.exercise import seeded_parameters
+from course.checking.modules import load_parameters
 from course.visible.s10_5.dropout import expect_dropout_modes
 
 HOW = ("Create, in this order, linear1 (an nn.Linear(d_model, d_ff)) and linear2 (an nn.Linear(d_ff, "
@@ -38,65 +40,94 @@ TANH_GELU = Mistake("tanh_gelu", "the tanh approximation of GELU", "nn.Transform
                     "exact GELU: nn.GELU() or F.gelu, without approximate='tanh'.")
 TWICE = Mistake("activation_after_linear2", "an activation after linear2 as well",
                 "Only the hidden layer gets the activation; linear2's output is returned as it is.")
-CASES = [  # name, B, n, d_model, d_ff, activation, dtype
-    ("relu, B=2, n=3, d_model=6, d_ff=10", 2, 3, 6, 10, "relu", torch.float32),
-    ("gelu, float64", 2, 3, 6, 10, "gelu", torch.float64),
-    ("relu, d_ff smaller than d_model, float64", 3, 4, 8, 5, "relu", torch.float64),
-    ("gelu, B=1, n=7, d_model=4, d_ff=16", 1, 7, 4, 16, "gelu", torch.float32),
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def dims(B: int, n: int, d_model: int, d_ff: int, activation: str) -> dict:
+    """A case: x (B, n, d_model), the hidden width d_ff and the activation."""
+    return {"dims": (B, n, d_model, d_ff), "activation": activation}
+
+
+CASES = [
+    Case("relu, B=2, n=3, d_model=6, d_ff=10", 80, dims(2, 3, 6, 10, "relu"), torch.float32, kind="relu"),
+    Case("gelu, float64", 81, dims(2, 3, 6, 10, "gelu"), kind="gelu"),
+    Case("relu, d_ff smaller than d_model, float64", 82, dims(3, 4, 8, 5, "relu"), kind="d_ff smaller"),
+    Case("gelu, B=1, n=7, d_model=4, d_ff=16", 83, dims(1, 7, 4, 16, "gelu"), torch.float32, kind="gelu"),
 ]
 
 
-def _outputs(module, call, B, n, d, dtype, seed):
-    x = seeded(B, n, d, seed=seed, dtype=dtype).requires_grad_()
-    module.zero_grad()
-    return with_gradients(lambda: (call(x),), ("output",), {"x": x, **dict(module.named_parameters())}, seed)
+def ffn_shapes(d_model: int, d_ff: int, prefix: str = "") -> dict[str, tuple]:
+    """The contract's parameters, (out_features, in_features) for the weights."""
+    return {f"{prefix}linear1.weight": (d_ff, d_model), f"{prefix}linear1.bias": (d_ff,),
+            f"{prefix}linear2.weight": (d_model, d_ff), f"{prefix}linear2.bias": (d_model,)}
 
 
-def _torch_ffn(module, activation: str, *, variant: str = "ok"):
-    """x -> linear2(activation(linear1(x))) with PyTorch's layers and the module's weights."""
-    def call(x):
-        hidden = F.linear(x, module.linear1.weight, module.linear1.bias)
-        if variant == "tanh":
-            hidden = F.gelu(hidden, approximate="tanh")
-        elif variant == "relu":
-            hidden = F.relu(hidden)
-        elif variant == "gelu":
-            hidden = F.gelu(hidden)
-        elif variant != "none":
-            hidden = ACTIVATIONS[activation]()(hidden)
-        out = F.linear(hidden, module.linear2.weight, module.linear2.bias)
-        return ACTIVATIONS[activation]()(out) if variant == "twice" else out
-    return call
+def inputs(case: Case, device):
+    """x and the seeded parameters of a case, leaves that collect gradients."""
+    B, n, d_model, d_ff = case.params["dims"]
+    x = randn((B, n, d_model), generator(case.seed), case.dtype, device).requires_grad_()
+    params = seeded_parameters(ffn_shapes(d_model, d_ff), case, device)
+    return x, {k: v.requires_grad_() for k, v in params.items()}
+
+
+def ffn(x, p, activation, prefix="", *, variant: str = "ok"):
+    """linear2(phi(linear1(x))) with PyTorch's functions and the parameters ``p``; ``variant``
+    switches on a known mistake."""
+    hidden = F.linear(x, p[f"{prefix}linear1.weight"], p[f"{prefix}linear1.bias"])
+    if variant == "tanh_gelu":
+        hidden = F.gelu(hidden, approximate="tanh")
+    elif variant in ("relu_always", "gelu_always"):
+        hidden = ACTIVATIONS[variant.removesuffix("_always")](hidden)
+    elif variant != "no_activation":
+        hidden = ACTIVATIONS[activation](hidden)
+    out = F.linear(hidden, p[f"{prefix}linear2.weight"], p[f"{prefix}linear2.bias"])
+    return ACTIVATIONS[activation](out) if variant == "activation_after_linear2" else out
+
+
+def outputs(case: Case, device, variant: str = "ok") -> dict:
+    """The feed-forward network's output and gradients on a case (``variant``: a known mistake)."""
+    x, p = inputs(case, device)
+    return with_gradients(lambda: (ffn(x, p, case.params["activation"], variant=variant),), ("output",),
+                          {"x": x, **p}, case.seed)
+
+
+class FeedForwardModule(Exercise):
+    name = "FeedForward"
+    reference_name = "nn.Linear, the activation, nn.Linear with the same weights"
+    mistakes = {mistake: partial(outputs, variant=mistake.name) for mistake in
+                (NO_ACTIVATION, RELU_ALWAYS, GELU_ALWAYS, TANH_GELU, TWICE)}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        d_model, d_ff = case.params["dims"][2:]
+        module = self.build(impl, case, d_model, d_ff, activation=case.params["activation"])
+        expect_linear_layers(module, self.name, {"linear1": (d_ff, d_model), "linear2": (d_model, d_ff)}, HOW,
+                             bias=True)
+        x, p = inputs(case, device)
+        params = load_parameters(module.to(device), p, self.name, HOW)
+
+        def call():
+            return (expect_tensor(self.call(case, module, x), f"{self.name}'s output", case),)
+
+        return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
+
+    def reference(self, case, device):
+        return outputs(case, device)
+
+    def dropout(self, impl, x: torch.Tensor, *args, **kwargs) -> None:
+        """With dropout=0.5 the module drops in train() mode only (``impl(*args, dropout=p, **kwargs)``)."""
+        expect_dropout_modes(self.name, lambda p: impl(*args, dropout=p, **kwargs), x,
+                             lambda where, fn, *a: self.call(where, fn, *a))
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(8, 16, activation="tanh"), UNKNOWN_ACTIVATION)
+        self.dropout(impl, randn((2, 50, 8), generator(898), torch.float32), 8, 32, activation="gelu")
+        probe, x = self.call("FeedForward(8, 16)", impl, 8, 16), torch.ones(2, 3, 8)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: probe(x))
 
 
 @visible_check
 def check_FeedForward(FeedForward) -> None:
     """Its layers, relu and gelu against PyTorch (gradients too), the ValueError, dropout."""
-    expect_value_error("FeedForward", lambda: FeedForward(8, 16, activation="tanh"), UNKNOWN_ACTIVATION)
-    for seed, (case, B, n, d, d_ff, activation, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        module = call_learner("FeedForward", where, FeedForward, d, d_ff, activation=activation)
-        if not isinstance(module, nn.Module):
-            raise CheckFailure("FeedForward(...) should create an nn.Module.")
-        expect_linear_layers(module, "FeedForward", {"linear1": (d_ff, d), "linear2": (d, d_ff)}, HOW,
-                             bias=True)
-        seed_parameters(module, 100 * seed)
-        module = module.to(dtype)
-
-        def learner(x, where=where, module=module):
-            return expect_tensor(call_learner("FeedForward", where, module, x), "FeedForward's output")
-
-        spec = (B, n, d, dtype, seed)
-        variants = {mistake: partial(_outputs, module, _torch_ffn(module, activation, variant=kind), *spec)
-                    for mistake, kind in ((NO_ACTIVATION, "none"), (RELU_ALWAYS, "relu"),
-                                          (GELU_ALWAYS, "gelu"), (TANH_GELU, "tanh"), (TWICE, "twice"))}
-        torch_name = ACTIVATIONS[activation].__name__
-        compare_outputs(_outputs(module, learner, *spec),
-                        _outputs(module, _torch_ffn(module, activation), *spec),
-                        f"FeedForward(activation='{activation}')", where,
-                        against=f"nn.Linear, nn.{torch_name}(), nn.Linear with the same weights",
-                        variants=variants)
-    expect_dropout_modes("FeedForward", lambda p: FeedForward(8, 32, activation="gelu", dropout=p),
-                         seeded(2, 50, 8, seed=898),
-                         lambda where, fn, *args: call_learner("FeedForward", where, fn, *args))
+    FeedForwardModule().run_cases(FeedForward)
     passed("FeedForward has the right layers, both activations, dropout, and rejects unknown activations.")

@@ -1,4 +1,5 @@
-"""Visible check of ``TransformerBlock``: against nn.TransformerEncoderLayer with the same weights.
+"""``TransformerBlock``: the exercise (inputs, nn.TransformerEncoderLayer with the same weights as
+the reference, known mistakes, visible cases) and its visible check.
 
 Wrong variants come from the same PyTorch layer with other arguments (``norm_first`` flipped, the
 mask inverted or left out, the norms exchanged) or from its own sublayers put together wrongly.
@@ -6,23 +7,30 @@ mask inverted or left out, the norms exchanged) or from its own sublayers put to
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 from torch import nn
 
 from course.checking import (
+    Case,
+    CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_tensor,
     expect_value_error,
+    generator,
     passed,
-    seeded,
+    randn,
     visible_check,
     with_gradients,
 )
-from course.checking.blocks import copy_into_torch, expect_block_structure, seed_parameters, torch_mask
-from course.visible.s10_5.dropout import expect_dropout_modes
-from course.visible.s10_5.feed_forward import NO_ACTIVATION, UNKNOWN_ACTIVATION
+from course.checking.blocks import ATTENTION, expect_block_structure, torch_mask
+from course.checking.exercise import seeded_parameters
+from course.checking.masks import case_mask
+from course.checking.modules import load_parameters
+from course.visible.s10_5.feed_forward import NO_ACTIVATION, UNKNOWN_ACTIVATION, FeedForwardModule, ffn_shapes
 
 HOW = ("Create, in this order, self_attn (a MultiHeadAttention(d_model, num_heads)), ffn (a "
        "FeedForward(d_model, d_ff, activation, dropout)), norm1 and norm2 (two nn.LayerNorm(d_model)).")
@@ -50,146 +58,218 @@ MASK_INVERTED = Mistake("mask_inverted", "the mask inverted", "True means *may a
 MASK_IGNORED = Mistake("mask_ignored", "the mask not passed to the attention",
                        "Call self.self_attn(x, x, x, mask).")
 RELU = Mistake("relu", "ReLU although activation='gelu'", "Pass activation on to FeedForward.")
-CASES = [  # name, B, n, d_model, h, d_ff, activation, norm_first, mask, dtype
-    ("post-norm, relu, no mask", 2, 5, 12, 4, 20, "relu", False, None, torch.float32),
-    ("post-norm, gelu, padding mask (B, 1, 1, n)", 3, 5, 12, 3, 16, "gelu", False, "padding", torch.float64),
-    ("pre-norm, relu, causal mask (n, n)", 2, 6, 8, 2, 24, "relu", True, "causal", torch.float64),
-    ("pre-norm, gelu, padding and causal mask", 2, 6, 12, 3, 16, "gelu", True, "padding+causal",
-     torch.float32),
-    ("post-norm, relu, a different mask per head", 2, 5, 8, 2, 12, "relu", False, "random", torch.float64),
+NORMS = ("norm1", "norm2")
+
+
+def dims(B: int, n: int, d_model: int, h: int, d_ff: int, activation: str, norm_first: bool,
+         mask: str = "none") -> dict:
+    """A case: x (B, n, d_model), h heads, d_ff, the activation, pre- or post-norm, its kind of mask."""
+    return {"dims": (B, n, d_model, h, d_ff), "activation": activation, "norm_first": norm_first,
+            "mask": mask}
+
+
+CASES = [
+    Case("post-norm, relu, no mask", 90, dims(2, 5, 12, 4, 20, "relu", False), torch.float32,
+         kind="post-norm, no mask"),
+    Case("post-norm, gelu, padding mask (B, 1, 1, n)", 91, dims(3, 5, 12, 3, 16, "gelu", False, "padding"),
+         kind="post-norm, padding mask"),
+    Case("post-norm, relu, causal mask (n, n)", 92, dims(2, 6, 8, 2, 24, "relu", False, "causal"),
+         kind="post-norm, causal mask"),
+    Case("pre-norm, relu, no mask", 93, dims(2, 5, 12, 4, 20, "relu", True), kind="pre-norm, no mask"),
+    Case("pre-norm, gelu, padding and causal mask", 94, dims(2, 6, 12, 3, 16, "gelu", True, "padding+causal"),
+         torch.float32, kind="pre-norm, padding and causal mask"),
+    Case("pre-norm, relu, a different mask per head", 95, dims(2, 5, 8, 2, 12, "relu", True, "random"),
+         kind="pre-norm, a mask per head"),
+    Case("pre-norm, relu, padding mask, float32", 96, dims(3, 5, 12, 4, 20, "relu", True, "padding"),
+         torch.float32, kind="pre-norm, padding mask"),
 ]
 
 
-def block_mask(kind, B, h, n, seed):
-    """True = may attend, as the notebooks pass masks; every query keeps a key and loses one."""
-    if kind is None:
-        return None
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
-    keep = (torch.arange(n) < torch.tensor([n - 2] + [n - 1] * (B - 1))[:, None])[:, None, None, :]
-    if kind == "causal":
-        return causal  # (n, n)
-    if kind == "padding":
-        return keep  # (B, 1, 1, n)
-    if kind == "padding+causal":
-        return keep & causal  # (B, 1, n, n)
-    g = torch.Generator().manual_seed(seed)
-    mask = torch.rand(B, h, n, n, generator=g) < 0.5
-    mask[..., 0], mask[..., -1] = True, False
-    return mask
+def block_shapes(d_model: int, d_ff: int) -> dict[str, tuple]:
+    """The contract's parameter names and shapes, in creation order."""
+    shapes: dict[str, tuple] = {}
+    for w in ATTENTION:
+        shapes[f"self_attn.{w}.weight"] = (d_model, d_model)
+        shapes[f"self_attn.{w}.bias"] = (d_model,)
+    shapes.update(ffn_shapes(d_model, d_ff, prefix="ffn."))
+    for norm in NORMS:
+        shapes[f"{norm}.weight"] = (d_model,)
+        shapes[f"{norm}.bias"] = (d_model,)
+    return shapes
 
 
-def _layer(module, spec, **changes):
-    """nn.TransformerEncoderLayer with the block's weights; ``changes``: other arguments or norms."""
-    case, B, n, d, h, d_ff, activation, norm_first, kind, dtype = spec
-    swap = changes.pop("swap", None)
-    linear = changes.pop("linear", False)
-    options = {"activation": activation, "norm_first": norm_first, **changes}
-    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True, **options).to(dtype)
-    layer.train()  # dropout is 0; train() keeps PyTorch off its fused inference path
+def inputs(case: Case, device):
+    """x (a leaf), the mask (True = may attend, or None) and the seeded parameters of a case."""
+    B, n, d_model, h, d_ff = case.params["dims"]
+    g = generator(case.seed)
+    x = randn((B, n, d_model), g, case.dtype, device).requires_grad_()
+    mask = case_mask(case.params["mask"], (B, h), n, n, g)
+    params = seeded_parameters(block_shapes(d_model, d_ff), case, device)
+    return x, None if mask is None else mask.to(device), params
+
+
+def torch_layer(case: Case, p: dict, device, *, swap: dict | None = None, linear: bool = False, **changes):
+    """nn.TransformerEncoderLayer holding the parameters ``p``; ``changes``: other arguments,
+    ``swap`` other norms (``{"norm1": "norm2"}`` loads norm2 into norm1), ``linear`` no activation."""
+    B, n, d, h, d_ff = case.params["dims"]
+    options = {"activation": case.params["activation"], "norm_first": case.params["norm_first"], **changes}
+    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True, **options)
+    layer = layer.to(device, case.dtype).train()  # dropout is 0; train() keeps PyTorch off its fused path
+    attn = layer.self_attn
+    with torch.no_grad():
+        attn.in_proj_weight.copy_(torch.cat([p[f"self_attn.{w}.weight"] for w in ATTENTION[:3]]))
+        attn.in_proj_bias.copy_(torch.cat([p[f"self_attn.{w}.bias"] for w in ATTENTION[:3]]))
+        attn.out_proj.weight.copy_(p["self_attn.w_o.weight"])
+        attn.out_proj.bias.copy_(p["self_attn.w_o.bias"])
+        for name in ("linear1", "linear2"):
+            getattr(layer, name).weight.copy_(p[f"ffn.{name}.weight"])
+            getattr(layer, name).bias.copy_(p[f"ffn.{name}.bias"])
+        for name in NORMS:
+            source = (swap or {}).get(name, name)
+            getattr(layer, name).weight.copy_(p[f"{source}.weight"])
+            getattr(layer, name).bias.copy_(p[f"{source}.bias"])
     if linear:
         layer.activation = nn.Identity()  # the feed-forward network without its activation
-    return copy_into_torch(layer, module, swap=swap)
+    return layer
 
 
-def _through(layer, spec, *, mask_use: str = "ok"):
-    """x -> layer(x) with the case's mask converted (or inverted, or left out)."""
-    case, B, n, d, h, d_ff, activation, norm_first, kind, dtype = spec
-
-    def call(x, mask):
-        if mask is None or mask_use == "ignored":
-            return layer(x)
-        if mask_use == "inverted":
-            mask = ~mask
-        # Every mask as a per-head src_mask, True = blocked (a src_key_padding_mask would make
-        # PyTorch import sympy for its shape check: a second of waiting, once).
-        return layer(x, src_mask=torch_mask(mask, B, h, n, n))
-    return call
+def _blocked(case: Case, mask):
+    """Our mask as PyTorch's per-head src_mask (True = blocked; a src_key_padding_mask would make
+    PyTorch import sympy for its shape check: a second of waiting, once)."""
+    B, n, _, h, _ = case.params["dims"]
+    return None if mask is None else torch_mask(mask, B, h, n, n)
 
 
-def _arranged(layer, spec, arrangement: str):
-    """The layer's own sublayers put together in a wrong arrangement."""
-    case, B, n, d, h, d_ff, activation, norm_first, kind, dtype = spec
+def torch_outputs(case: Case, device, *, mask_use: str = "ok", **changes):
+    """PyTorch's layer with the case's weights: output and gradients under the contract's names;
+    ``mask_use`` "inverted" or "ignored" and ``changes`` switch on a known mistake."""
+    x, mask, p = inputs(case, device)
+    layer = torch_layer(case, p, device, **changes)
+    lost = None  # (B, n): tokens with a head that may attend to no key (NaN for them, as 0/0 gives)
+    if mask is not None and mask_use == "inverted":
+        B, n, _, h, _ = case.params["dims"]
+        mask = ~mask
+        lost = (~mask.expand(B, h, n, n).any(-1)).any(1)
+    blocked = None if mask_use == "ignored" else _blocked(case, mask)
+    attn = layer.self_attn
+    leaves = {"x": x, "in_proj_weight": attn.in_proj_weight, "in_proj_bias": attn.in_proj_bias,
+              "self_attn.w_o.weight": attn.out_proj.weight, "self_attn.w_o.bias": attn.out_proj.bias,
+              **{f"ffn.{name}.{kind}": getattr(getattr(layer, name), kind)
+                 for name in ("linear1", "linear2") for kind in ("weight", "bias")},
+              **{f"{name}.{kind}": getattr(getattr(layer, name), kind)
+                 for name in NORMS for kind in ("weight", "bias")}}
+    def call():
+        y = layer(x, src_mask=blocked)  # (B, n, d_model)
+        return (y if lost is None else y.masked_fill(lost[..., None], float("nan")),)
 
-    def call(x, mask):
-        blocked = None if mask is None else torch_mask(mask, B, h, n, n)
+    out = with_gradients(call, ("output",), leaves, case.seed)
+    for kind in ("weight", "bias"):
+        chunks = out.pop(f"grad in_proj_{kind}").chunk(3)
+        out.update(zip((f"grad self_attn.{w}.{kind}" for w in ATTENTION), chunks))
+    return out
 
-        def attend(t):
-            return layer.self_attn(t, t, t, attn_mask=blocked, need_weights=False)[0]
 
-        def feed(t):
-            return layer.linear2(layer.activation(layer.linear1(t)))
+def arranged_outputs(case: Case, device, arrangement: str):
+    """PyTorch's layer's own sublayers put together in a wrong arrangement: "post_norm_sublayer"
+    (x + LN(Sublayer(x))), "post_norm_input" (LN(x) + Sublayer(x)), "pre_normed_residual"
+    (LN(x) + Sublayer(LN(x))) or "none" (no residual)."""
+    x, mask, p = inputs(case, device)
+    layer, blocked = torch_layer(case, p, device), _blocked(case, mask)
 
+    def attend(t):
+        return layer.self_attn(t, t, t, attn_mask=blocked, need_weights=False)[0]
+
+    def feed(t):
+        return layer.linear2(layer.activation(layer.linear1(t)))
+
+    def call():
+        y = x
         for sublayer, norm in ((attend, layer.norm1), (feed, layer.norm2)):
             if arrangement == "post_norm_sublayer":
-                x = x + norm(sublayer(x))
+                y = y + norm(sublayer(y))
             elif arrangement == "post_norm_input":
-                x = norm(x) + sublayer(x)
+                y = norm(y) + sublayer(y)
             elif arrangement == "pre_normed_residual":
-                x = norm(x) + sublayer(norm(x))
+                y = norm(y) + sublayer(norm(y))
             else:  # no residual
-                x = sublayer(norm(x)) if norm_first else norm(sublayer(x))
-        return x
-    return call
+                y = sublayer(norm(y)) if case.params["norm_first"] else norm(sublayer(y))
+        return (y,)
+
+    return with_gradients(call, ("output",), {"x": x}, case.seed)
 
 
-def _outputs(call, spec, seed):
-    case, B, n, d, h, d_ff, activation, norm_first, kind, dtype = spec
-    x = seeded(B, n, d, seed=seed, dtype=dtype).requires_grad_()
-    mask = block_mask(kind, B, h, n, seed)
-    return with_gradients(lambda: (call(x, mask),), ("output",), {"x": x}, seed)
+def _norm_first(case: Case, device):
+    """The other arrangement than norm_first asks for."""
+    return torch_outputs(case, device, norm_first=not case.params["norm_first"])
 
 
-def _variants(module, spec, seed) -> dict:
-    norm_first, activation = spec[7], spec[6]
+def _relu(case: Case, device):
+    if case.params["activation"] != "gelu":
+        raise ValueError("relu is right here")  # a variant that cannot run says nothing
+    return torch_outputs(case, device, activation="relu")
 
-    def layer(mask_use="ok", **changes):  # built only when needed, to name a mistake
-        return lambda: _outputs(_through(_layer(module, spec, **changes), spec, mask_use=mask_use), spec,
-                                seed)
 
-    def arranged(arrangement):
-        return lambda: _outputs(_arranged(_layer(module, spec), spec, arrangement), spec, seed)
-
-    variants = {
-        NORM_FIRST_IGNORED if norm_first else PRE_FOR_POST: layer(norm_first=not norm_first),
-        NORMS_SWAPPED: layer(swap={"norm1": "norm2", "norm2": "norm1"}),
-        NORM1_TWICE: layer(swap={"norm2": "norm1"}),
-        NORM2_TWICE: layer(swap={"norm1": "norm2"}),
-        MASK_INVERTED: layer(mask_use="inverted"),
-        MASK_IGNORED: layer(mask_use="ignored"),
-        NO_ACTIVATION: layer(linear=True),
-        NO_RESIDUAL: arranged("none"),
-        POST_NORM_SUBLAYER: arranged("post_norm_sublayer"),
-        POST_NORM_INPUT: arranged("post_norm_input"),
-        PRE_NORMED_RESIDUAL: arranged("pre_normed_residual"),
+class TransformerBlockModule(Exercise):
+    name = "TransformerBlock"
+    reference_name = "nn.TransformerEncoderLayer with the same weights"
+    mistakes = {
+        NORM_FIRST_IGNORED: lambda case, device: (_norm_first(case, device) if case.params["norm_first"]
+                                                  else {}),
+        PRE_FOR_POST: lambda case, device: {} if case.params["norm_first"] else _norm_first(case, device),
+        NORMS_SWAPPED: partial(torch_outputs, swap={"norm1": "norm2", "norm2": "norm1"}),
+        NORM1_TWICE: partial(torch_outputs, swap={"norm2": "norm1"}),
+        NORM2_TWICE: partial(torch_outputs, swap={"norm1": "norm2"}),
+        MASK_INVERTED: partial(torch_outputs, mask_use="inverted"),
+        MASK_IGNORED: partial(torch_outputs, mask_use="ignored"),
+        NO_ACTIVATION: partial(torch_outputs, linear=True),
+        NO_RESIDUAL: partial(arranged_outputs, arrangement="none"),
+        POST_NORM_SUBLAYER: partial(arranged_outputs, arrangement="post_norm_sublayer"),
+        POST_NORM_INPUT: partial(arranged_outputs, arrangement="post_norm_input"),
+        PRE_NORMED_RESIDUAL: partial(arranged_outputs, arrangement="pre_normed_residual"),
+        RELU: _relu,
     }
-    if activation == "gelu":
-        variants[RELU] = layer(activation="relu")
-    return variants
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        _, _, d_model, h, d_ff = case.params["dims"]
+        module = self.build(impl, case, d_model, h, d_ff, activation=case.params["activation"],
+                            norm_first=case.params["norm_first"])
+        expect_block_structure(self.name, module, ("self_attn",), NORMS, HOW)
+        x, mask, p = inputs(case, device)
+        params = load_parameters(module.to(device), p, self.name, HOW)
+
+        def call():
+            return (expect_tensor(self.call(case, module, x, mask), f"{self.name}'s output", case),)
+
+        return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
+
+    def reference(self, case, device):
+        return torch_outputs(case, device)
+
+    def evaluate(self, case, got, device):
+        """NaN outputs first: they come from queries left without a key (an inverted mask)."""
+        out = got.get("output")
+        if out is not None and not bool(torch.isfinite(out).all()):
+            message = (f"{self.name}: the output has inf or NaN entries in {case}. A query that may "
+                       "attend to no key gets NaN attention weights.")
+            inverted = self.mistakes[MASK_INVERTED](case, device)["output"]
+            if inverted.shape == out.shape and torch.equal(~torch.isfinite(inverted), ~torch.isfinite(out)):
+                raise CheckFailure(f"{message}\n{MASK_INVERTED.sentence()}", MASK_INVERTED)
+            raise CheckFailure(message)
+        super().evaluate(case, got, device)
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
+        FeedForwardModule.dropout(self, impl, randn((2, 6, 8), generator(897), torch.float32), 8, 2, 16,
+                                  norm_first=True)
+        probe = self.call("TransformerBlock(8, 2, 16)", impl, 8, 2, 16, norm_first=True)
+        x, mask = torch.ones(2, 3, 8), torch.ones(2, 1, 1, 3, dtype=torch.bool)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: probe(x, mask))
 
 
 @visible_check
 def check_TransformerBlock(TransformerBlock) -> None:
     """Against nn.TransformerEncoderLayer with the same weights: post- and pre-norm, relu and gelu,
     no mask, padding, causal, both, and one mask per head; the ValueError and dropout."""
-    expect_value_error("TransformerBlock", lambda: TransformerBlock(8, 2, 16, activation="tanh"), UNKNOWN)
-    for seed, spec in enumerate(CASES):
-        case, B, n, d, h, d_ff, activation, norm_first, kind, dtype = spec
-        where = f"case '{case}'"
-        module = call_learner("TransformerBlock", where, TransformerBlock, d, h, d_ff, activation=activation,
-                              norm_first=norm_first)
-        expect_block_structure("TransformerBlock", module, ("self_attn",), ("norm1", "norm2"), HOW)
-        seed_parameters(module, 100 * seed)
-        module = module.to(dtype)
-
-        def learner(x, mask, where=where, module=module):
-            return expect_tensor(call_learner("TransformerBlock", where, module, x, mask),
-                                 "TransformerBlock's output")
-
-        compare_outputs(_outputs(learner, spec, seed),
-                        _outputs(_through(_layer(module, spec), spec), spec, seed),
-                        "TransformerBlock", where, against="nn.TransformerEncoderLayer with the same weights",
-                        variants=_variants(module, spec, seed))
-    expect_dropout_modes("TransformerBlock", lambda p: TransformerBlock(8, 2, 16, dropout=p, norm_first=True),
-                         seeded(2, 6, 8, seed=897),
-                         lambda where, fn, *args: call_learner("TransformerBlock", where, fn, *args))
+    TransformerBlockModule().run_cases(TransformerBlock)
     passed("TransformerBlock matches nn.TransformerEncoderLayer: post- and pre-norm, every kind of mask.")

@@ -1,11 +1,12 @@
-"""Hidden check of ``relative_shift_matrix``: M moves the float64 encoding by k positions, and is the
-block-diagonal rotation built from the addition formulas."""
+"""Hidden check of ``relative_shift_matrix`` (defined in its visible module): M moves the float64
+encoding by k positions, and is the block-diagonal rotation built from the addition formulas, which
+only grading holds."""
 
 from __future__ import annotations
 
 import torch
 
-from course.checking import angle_tolerance
+from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.relative_shift_matrix import (
     AGAINST,
     EXPONENT_4I,
@@ -14,25 +15,16 @@ from course.visible.s10_4.relative_shift_matrix import (
     INVERTED,
     SAME_ANGLE,
     TRANSPOSED,
-    expect_square_matrix,
+    RelativeShiftMatrix,
+    cases,
 )
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import F64, encoding, frequencies
-from grader.checks.core import Case, Outputs, call_learner
-from grader.checks.exercise import Exercise, expect_value_error, registered
+from grader.checks.core import Case, Outputs
+from grader.checks.exercise import Exercise, registered
 
 SWITCHES = {TRANSPOSED: {"transposed": True}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, SAME_ANGLE: {"same_angle": True},
             HALVES: {"halves": True}}
-CASES = [  # k, d_model
-    Case("k=1, d_model=8", 740, {"k": 1, "d_model": 8}),
-    Case("k=3, d_model=16", 741, {"k": 3, "d_model": 16}),
-    Case("k=0 (the identity), d_model=8", 742, {"k": 0, "d_model": 8}),
-    Case("k=-2 (a shift back), d_model=8", 743, {"k": -2, "d_model": 8}),
-    Case("k=1, d_model=2", 744, {"k": 1, "d_model": 2}),
-    Case("k=37, d_model=6", 745, {"k": 37, "d_model": 6}),
-    Case("k=100, d_model=64", 746, {"k": 100, "d_model": 64}),
-]
 
 
 def shift_matrix(k: int, d_model: int, device: torch.device, *, transposed: bool = False,
@@ -69,28 +61,22 @@ def _mistake(switch):
 
 
 @registered
-class RelativeShiftMatrix(Exercise):
-    name = "relative_shift_matrix"
+class GradedRelativeShiftMatrix(RelativeShiftMatrix, Exercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {mistake: _mistake(switch) for mistake, switch in SWITCHES.items()}
 
     def cases(self):
-        return CASES
+        return cases(740)
 
     def run(self, impl, case, device):
-        k, d = case.params["k"], case.params["d_model"]
-        M = expect_square_matrix(call_learner(self.name, self.forbidden, case, impl, k, d), k, d, str(case))
-        return _outputs(M.detach().to(device, F64), case, device)
+        return _outputs(super().run(impl, case, device)["M"], case, device)
 
     def reference(self, case, device):
         k, d = case.params["k"], case.params["d_model"]
         return {"M @ pe[pos]": encoding(shift_positions(k, device) + k, d), "M": shift_matrix(k, d, device)}
 
     def evaluate(self, case, got, device):
-        compare_within(got, self.expected(case, device), self.name, str(case),
-                       2 * angle_tolerance(abs(case.params["k"]) + 1),
-                       against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
-                       variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})
-
-    def extra_checks(self, impl, device):
-        expect_value_error(self.name, lambda: impl(1, 7), "for an odd d_model=7")
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                        atol=2 * angle_tolerance(abs(case.params["k"]) + 1),
+                        against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
+                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})

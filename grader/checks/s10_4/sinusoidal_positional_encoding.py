@@ -1,10 +1,9 @@
-"""Hidden check of ``sinusoidal_positional_encoding``: against the formula evaluated in float64."""
+"""Hidden check of ``sinusoidal_positional_encoding`` (defined in its visible module): every entry
+against the formula evaluated in float64 as a table, which only grading holds."""
 
 from __future__ import annotations
 
-import torch
-
-from course.checking import angle_tolerance
+from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.sinusoidal_positional_encoding import (
     COS_COLUMN,
     EXPONENT_4I,
@@ -13,13 +12,12 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     HALVES,
     INVERTED,
     SWAPPED,
-    call_encoding,
+    SinusoidalPositionalEncoding,
+    cases,
     expect_float32_table,
     property_hint,
 )
-from course.visible.s10_4.within import compare_within
 from grader.checks.common import encoding_table
-from grader.checks.core import Case, Outputs, call_learner, expect_tensor
 from grader.checks.exercise import Exercise, registered
 
 FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the same angle)"
@@ -27,37 +25,20 @@ FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the 
 SWITCHES = {SWAPPED: {"swap": True}, FROM_ONE: {"start": 1}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, COS_COLUMN: {"cos_column": True}, INVERTED: {"inverted": True},
             HALVES: {"halves": True}}
-CASES = [  # max_len, d_model
-    Case("max_len=6, d_model=8", 700, {"max_len": 6, "d_model": 8}, torch.float32),
-    Case("odd d_model=7", 701, {"max_len": 9, "d_model": 7}, torch.float32),
-    Case("odd d_model=3", 702, {"max_len": 5, "d_model": 3}, torch.float32),
-    Case("one position", 703, {"max_len": 1, "d_model": 4}, torch.float32),
-    Case("d_model=2 (one pair)", 704, {"max_len": 50, "d_model": 2}, torch.float32),
-    Case("100 positions, d_model=64", 705, {"max_len": 100, "d_model": 64}, torch.float32),
-    Case("2000 positions, odd d_model=17", 706, {"max_len": 2000, "d_model": 17}, torch.float32),
-]
 
 
 def _table(**switch):
-    def run(case: Case, device: torch.device) -> Outputs:
-        return {"pe": encoding_table(case.params["max_len"], case.params["d_model"], device, **switch)}
-    return run
+    return lambda case, device: {"pe": encoding_table(case.params["max_len"], case.params["d_model"], device,
+                                                      **switch)}
 
 
 @registered
-class SinusoidalPositionalEncoding(Exercise):
-    name = "sinusoidal_positional_encoding"
+class GradedSinusoidalPositionalEncoding(SinusoidalPositionalEncoding, Exercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {mistake: _table(**switch) for mistake, switch in SWITCHES.items()}
 
     def cases(self):
-        return CASES
-
-    def run(self, impl, case, device):
-        p = case.params
-        out = call_encoding(lambda: call_learner(self.name, self.forbidden, case, impl, p["max_len"],
-                                                 p["d_model"]), p["d_model"])
-        return {"pe": expect_tensor(out, f"{self.name}'s result", case).detach().to(device)}
+        return cases(700)
 
     def reference(self, case, device):
         return _table()(case, device)
@@ -65,7 +46,7 @@ class SinusoidalPositionalEncoding(Exercise):
     def evaluate(self, case, got, device):
         expect_float32_table(got["pe"], self.name, str(case))
         d_model = case.params["d_model"]
-        compare_within(got, self.expected(case, device), self.name, str(case),
-                       angle_tolerance(case.params["max_len"]), against=f"the formula ({FORMULA})",
-                       variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
-                       hint=lambda key, have: property_hint(have, d_model) or None)
+        compare_outputs(got, self.expected(case, device), self.name, str(case),
+                        atol=angle_tolerance(case.params["max_len"]), against=f"the formula ({FORMULA})",
+                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
+                        hint=lambda key, have: property_hint(have, d_model) or None)

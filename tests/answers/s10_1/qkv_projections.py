@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from course.visible.s10_1.qkv_projections import SWAPPED
-from tests.answers import DEVICE, REFERENCE, bug, right
+from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, right
 
 EXERCISE = "qkv_projections"
 
@@ -67,7 +67,7 @@ def answers(solution):
         bug("qkv_calls_linear", qkv_calls_linear, hidden="No credit.*linear", only=REFERENCE),
         bug("qkv_list", qkv_list, hidden="should return a tuple"),
         bug("qkv_detached", qkv_detached, hidden="grad"),
-        bug("qkv_fixed_device", qkv_fixed_device, hidden="fixed device", only=DEVICE),
+        bug("qkv_fixed_device", qkv_fixed_device, hidden=ON_A_FIXED_DEVICE),
         bug("qkv_mm", qkv_mm),
         bug("qkv_einsum_3d", qkv_einsum_3d),
         bug("qkv_float32", qkv_float32),

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from course.visible.s10_2.scaled_dot_product_attention import (
+    FILL_FINITE,
     MASK_AFTER_SOFTMAX,
     MASK_INVERTED,
     MASK_ZERO,
@@ -15,7 +16,7 @@ from course.visible.s10_2.scaled_dot_product_attention import (
     SCALE_N,
     SOFTMAX_QUERIES,
 )
-from tests.answers import DEVICE, REFERENCE, bug, right
+from tests.answers import REFERENCE, bug, right
 from tests.answers.s10_2.softmax import softmax_logsumexp, softmax_naive
 
 EXERCISE = "scaled_dot_product_attention"
@@ -34,6 +35,15 @@ def attention_minus_1e9(Q, K, V, mask=None):
     if mask is not None:
         scores = torch.where(mask, scores, torch.full_like(scores, -1e9))
     weights = softmax_logsumexp(scores)
+    return weights @ V, weights
+
+
+def attention_lowest(Q, K, V, mask=None):
+    """Blocked scores filled with the dtype's lowest number: finite, yet below every score."""
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
     return weights @ V, weights
 
 
@@ -76,6 +86,7 @@ def answers(solution):
         right("solution", solution["scaled_dot_product_attention"]),
         right("attention_einsum", attention_einsum),
         right("attention_minus_1e9", attention_minus_1e9),
+        right("attention_lowest", attention_lowest),
         bug("no scaling", attention(scale=lambda Q, V: 1.0), hidden=r"without the 1/sqrt\(d_k\) scaling",
             mistake=NO_SCALE),
         bug("scale d_k", attention(scale=lambda Q, V: Q.shape[-1]), hidden="scaling by d_k instead of sqrt",
@@ -86,10 +97,11 @@ def answers(solution):
         bug("mask after softmax", attention(after=True), hidden="mask applied after the softmax",
             mistake=MASK_AFTER_SOFTMAX),
         bug("masked scores 0", attention(fill=0.0), hidden="masked scores set to 0", mistake=MASK_ZERO),
+        bug("masked scores -1e4", attention(fill=-1e4), hidden="finite number", mistake=FILL_FINITE),
         bug("naive softmax", attention(softmax=softmax_naive), hidden="inf or NaN"),
         bug("calls F.scaled_dot_product_attention", attention_calls_reference,
             hidden="No credit.*scaled_dot_product_attention", only=REFERENCE),
-        bug("fixed device", attention_fixed_device, hidden="fixed device|device", only=DEVICE),
+        bug("fixed device", attention_fixed_device, hidden="fixed device|device"),
         bug("outputs swapped", attention_swapped_outputs, hidden="should have shape"),
         bug("scale by d_v", attention(scale=lambda Q, V: math.sqrt(V.shape[-1])), hidden="differs",
             mistake=SCALE_DV),

@@ -8,7 +8,7 @@ from torch import nn
 
 from course.visible.s10_4.positional_encoding import SCALED
 from course.visible.s10_4.sinusoidal_positional_encoding import FROM_ONE
-from tests.answers import DEVICE, bug, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, right
 from tests.answers.s10_4.sinusoidal_positional_encoding import pe_float32
 
 EXERCISE = "PositionalEncoding"
@@ -150,7 +150,7 @@ def answers(solution):
         bug("PEFromOne", PEFromOne, hidden="positions counted from 1", mistake=FROM_ONE),
         bug("PEDropoutOnPE", PEDropoutOnPE, hidden="dropout to the sum"),
         bug("PEAlwaysDropout", PEAlwaysDropout, hidden=r"eval\(\) mode"),
-        bug("PEFixedDevice", PEFixedDevice, hidden="fixed device", only=DEVICE),
+        bug("PEFixedDevice", PEFixedDevice, hidden=ON_A_FIXED_DEVICE),
         bug("max_len ignored", IgnoresMaxLen),
         bug("pe read backwards", SlicesMaxLen),
     ]

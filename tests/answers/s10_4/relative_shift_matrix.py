@@ -24,7 +24,7 @@ def shift_block_diag(k, d_model):
 
 
 def shift_loop_float64(k, d_model):
-    """A right answer in float64, filled entry by entry, negative k through the transpose."""
+    """Filled entry by entry in float64, negative k through the transpose; returned in float64."""
     if d_model % 2 != 0:
         raise ValueError("odd")
     if k < 0:
@@ -96,7 +96,8 @@ def answers(solution):
     return [
         right("solution", solution["relative_shift_matrix"]),
         right("shift_block_diag", shift_block_diag),
-        right("shift_loop_float64", shift_loop_float64),
+        right("shift_loop", lambda k, d_model: shift_loop_float64(k, d_model).float()),
+        bug("returns float64", shift_loop_float64, hidden="should be a float32 matrix"),
         bug("shift_textbook_rotation", shift_textbook_rotation, hidden="rotation transposed",
             mistake=TRANSPOSED),
         bug("shift_exponent_i", shift_exponent_i, hidden=r"exponent i/d_model", mistake=EXPONENT_I),

@@ -13,7 +13,7 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     INVERTED,
     SWAPPED,
 )
-from tests.answers import bug, right
+from tests.answers import REFERENCE, bug, right
 
 EXERCISE = "sinusoidal_positional_encoding"
 
@@ -147,6 +147,13 @@ def pe_odd_last_zero(max_len, d_model):
     return pe.float()
 
 
+def pe_from_the_visible_check(max_len, d_model):
+    """The table the visible check compares with, taken from the course's shipped check code."""
+    from course.visible.s10_4.sinusoidal_positional_encoding import formula, table
+
+    return table(formula, range(max_len), d_model).float()
+
+
 def answers(solution):
     return [
         right("solution", solution["sinusoidal_positional_encoding"]),
@@ -162,7 +169,7 @@ def answers(solution):
         bug("pe_halves", pe_halves, hidden="two halves", mistake=HALVES),
         bug("pe_float64", pe_float64, hidden="float32"),
         bug("pe_even_only", pe_even_only,
-            hidden=r"odd d_model=7.*raised RuntimeError|raised RuntimeError.*odd d_model=7"),
+            hidden=r"raised RuntimeError.*d_model=7 \(odd\)"),
         bug("pe_batched", pe_batched, hidden=r"shape \(6, 8\)"),
         bug("pe_base_1000", pe_base_1000, hidden="frequency ladder"),
         bug("pe_cos_own_column", pe_cos_own_column,
@@ -171,4 +178,6 @@ def answers(solution):
         bug("pe_cos_typo", pe_cos_typo, hidden=r"sin² \+ cos² = 1"),
         bug("pe_halved", pe_halved, hidden="Row 0 is position 0"),
         bug("pe_odd_last_zero", pe_odd_last_zero),
+        bug("the visible check's table", pe_from_the_visible_check, hidden="No credit.*own checking code",
+            only=REFERENCE),
     ]

@@ -1,0 +1,104 @@
+"""One engine for both sides: an exercise's cases, run, compared with the reference, diagnosed.
+
+An exercise is defined once, in its visible module, as an :class:`Exercise`: how to run learner
+code on a :class:`Case` (``run``), the reference's outputs there (``reference``), its known
+mistakes (``mistakes = {MISTAKE: run(case, device) -> Outputs}``) and the visible cases. The
+visible check runs those cases (:meth:`Exercise.run_cases`); the hidden check is a short
+subclass that adds grading's own: more instances of the same kinds of case, a second device,
+tripwires on the calls, records. Learner code is always called through :meth:`Exercise.call`,
+which grading overrides to watch the calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import torch
+
+from course.checking.failure import CheckFailure
+from course.checking.learner import call_learner
+from course.checking.mistakes import Mistake
+from course.checking.outputs import Outputs, compare_outputs, generator, randn
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input configuration: ``params`` holds shapes and options, ``seed`` fixes the data, and
+    ``kind`` names what it tests ("4-D, padding mask"), the same words on both sides: every kind
+    grading tests has a visible case."""
+
+    name: str
+    seed: int
+    params: Mapping[str, Any] = field(default_factory=dict)
+    dtype: torch.dtype = torch.float64
+    kind: str = ""
+
+    def __str__(self) -> str:
+        return f"case '{self.name}'"
+
+
+class Exercise:
+    """An exercise's check; subclasses fill in ``name``, ``visible_cases``, ``run`` and ``reference``."""
+
+    name: str = ""
+    reference_name: str = "the PyTorch reference"
+    #: Known mistakes, each with ``run(case, device) -> Outputs`` reproducing it on a case.
+    mistakes: Mapping[Mistake, Callable[..., Outputs]] = {}
+    visible_cases: Sequence[Case] = ()
+
+    def cases(self) -> Sequence[Case]:
+        """The cases this side runs (grading's subclass lists its own)."""
+        return self.visible_cases
+
+    def call(self, case: Case, function, *args, **kwargs):
+        """Call learner code on ``case``; its errors become failures that name the case."""
+        return call_learner(self.name, str(case), function, *args, **kwargs)
+
+    def build(self, impl, case: Case, *args, **kwargs) -> torch.nn.Module:
+        """The learner's module for ``case`` (its class called with ``args``), in the case's dtype."""
+        module = self.call(case, impl, *args, **kwargs)
+        if not isinstance(module, torch.nn.Module):
+            raise CheckFailure(f"{self.name}(...) should create an nn.Module, not a {type(module).__name__}.")
+        return module.to(dtype=case.dtype)
+
+    def run(self, impl, case: Case, device: torch.device) -> Outputs:
+        """The learner's outputs (and gradients) on ``case``."""
+        raise NotImplementedError
+
+    def reference(self, case: Case, device: torch.device) -> Outputs:
+        """The reference's outputs (and gradients) on ``case``."""
+        raise NotImplementedError
+
+    def expected(self, case: Case, device: torch.device) -> Outputs:
+        """The reference's outputs on ``case``, computed once per process (they are seeded)."""
+        cache = self.__dict__.setdefault("_expected", {})
+        key = (case.name, case.seed, str(device))
+        if key not in cache:
+            cache[key] = self.reference(case, device)
+        return cache[key]
+
+    def evaluate(self, case: Case, got: Outputs, device: torch.device) -> None:
+        """Fail unless ``got`` matches the reference on ``case``, naming the mistake it matches."""
+        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+        compare_outputs(got, self.expected(case, device), self.name, str(case), against=self.reference_name,
+                        variants=variants, device=device)
+
+    def extra_checks(self, impl, device: torch.device) -> None:
+        """Checks beyond the cases: errors for bad arguments, tensors made without a device."""
+
+    def run_cases(self, impl, device: torch.device | str = "cpu") -> None:
+        """Every case against the reference, then the extra checks: the visible check."""
+        device = torch.device(device)
+        for case in self.cases():
+            self.evaluate(case, self.run(impl, case, device), device)
+        self.extra_checks(impl, device)
+
+
+def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,
+                      device: torch.device) -> dict[str, torch.Tensor]:
+    """Random values for every parameter of a case (LayerNorm weights included)."""
+    g = generator(case.seed + 104729)
+    return {name: randn(shape, g, case.dtype, device, scale=0.5) for name, shape in shapes.items()}

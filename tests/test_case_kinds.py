@@ -1,0 +1,39 @@
+"""Does every kind of case that grading tests have a visible instance, so that the visible check
+predicts the grade? Each hidden case names its kind; the exercise's visible cases must have it."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from course import checking
+from grader.checks import EXERCISES, SECTIONS
+
+#: The sections whose exercises are defined once, in their visible modules (issue 27).
+ONE_ENGINE = ("10.1", "10.2", "10.3", "10.4", "10.5")
+
+
+def graded(section: str) -> list[str]:
+    return list(SECTIONS[section].EXERCISES)
+
+
+@pytest.mark.parametrize("name", [name for section in ONE_ENGINE for name in graded(section)])
+def test_every_hidden_kind_has_a_visible_case(name):
+    exercise = EXERCISES[name]
+    assert all(case.kind for case in exercise.cases()), [c.name for c in exercise.cases() if not c.kind]
+    visible = {case.kind for case in exercise.visible_cases}
+    missing = {case.kind for case in exercise.cases()} - visible
+    assert not missing, f"{name}: grading tests kinds no visible case has: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("name", [name for section in ONE_ENGINE for name in graded(section)])
+def test_the_visible_check_probes_devices_where_grading_does(name):
+    """Where grading runs learner code on another device, does the visible side probe for tensors
+    made without a device (check_unplaced_tensors, on the CPU alone)?"""
+    exercise = EXERCISES[name]
+    visible = next(cls for cls in type(exercise).__mro__ if cls.__module__.startswith("course.visible."))
+    hidden = inspect.getsource(type(exercise).extra_checks)
+    if "check_device_independence" in hidden or "check_unplaced_tensors" in hidden:
+        assert "check_unplaced_tensors" in inspect.getsource(visible.extra_checks), name
+    assert issubclass(visible, checking.Exercise)
