@@ -8,14 +8,17 @@ import torch
 from course.visible.s10_7.gpt import (
     MISTAKES,
     Config,
+    expect_embedding_dropout,
     expect_layout,
+    learner_logits,
     make_ids,
     outputs,
+    real,
     reference_logits,
     reference_outputs,
     seeded_values,
 )
-from grader.checks.core import Case, call_learner, expect_tensor
+from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, build_module, check_unplaced_tensors, registered
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
@@ -44,8 +47,9 @@ def _inputs(case: Case, device):
 def _variant(changes):
     def run(case, device):
         values, ids = _inputs(case, device)
+        cfg = case.params["config"]
         with torch.no_grad():
-            return {"output": reference_logits(values, ids, case.params["config"], **changes)}
+            return {"output": real(reference_logits(values, ids, cfg, **changes), ids, cfg)}
     return run
 
 
@@ -70,11 +74,11 @@ class GPTModule(Exercise):
             for name, value in values.items():
                 params[name].copy_(value)
 
-        def forward():
-            out = call_learner(self.name, self.forbidden, case, model, ids)
-            return expect_tensor(out, f"{self.name}.forward", case)
+        def watched(what, where, fn, *args):
+            return call_learner(self.name, self.forbidden, case, fn, *args)
 
-        return outputs(forward, {name: params[name] for name in values}, case.seed)
+        return outputs(lambda: learner_logits(model, ids, cfg, str(case), watched),
+                       {name: params[name] for name in values}, ids, cfg, case.seed)
 
     def reference(self, case, device):
         values, ids = _inputs(case, device)
@@ -85,3 +89,4 @@ class GPTModule(Exercise):
 
         model, ids = impl(*cfg.args(), pad_id=cfg.pad_id), make_ids(cfg, 2, 5, 1, 0)
         check_unplaced_tensors(self.name, lambda: model(ids))  # only forward's new tensors go to 'meta'
+        expect_embedding_dropout(impl, Config(7, 6, 3, 12, 3, 5, 2))

@@ -6,12 +6,12 @@ import torch
 from torch import nn
 
 from course.visible.s10_7.gpt import (
+    NO_EMBEDDING_DROPOUT,
     NO_FINAL_NORM,
     NO_POSITIONS,
     NOT_CAUSAL,
     NOT_TIED,
     PAD_ID_ZERO,
-    PADDING_NOT_MASKED,
     POST_NORM,
     SCALED,
     SINUSOIDAL,
@@ -40,6 +40,7 @@ def family(TransformerBlock):
                                          for _ in range(num_layers)])
             self.norm = nn.LayerNorm(d_model)
             self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+            self.drop = nn.Dropout(dropout)
             if self.tie == "same":
                 self.lm_head.weight = self.tok_embed.weight
             elif self.tie == "copy":
@@ -49,7 +50,7 @@ def family(TransformerBlock):
 
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
-            return self.tok_embed(ids) + self.pos_embed(positions)  # (B, n, d)
+            return self.drop(self.tok_embed(ids) + self.pos_embed(positions))  # (B, n, d)
 
         def mask(self, ids):
             n = ids.shape[1]
@@ -93,6 +94,16 @@ def family(TransformerBlock):
             table[:, 0::2], table[:, 1::2] = (position * omega).sin(), (position * omega).cos()
             return self.tok_embed(ids) + table.to(self.tok_embed.weight.dtype)
 
+    class NoEmbeddingDropout(Written):
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.tok_embed(ids) + self.pos_embed(positions)
+
+    class DropoutOnTokensOnly(Written):
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.drop(self.tok_embed(ids)) + self.pos_embed(positions)
+
     class Scaled(Written):
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
@@ -103,6 +114,8 @@ def family(TransformerBlock):
             return self.lm_head(x)
 
     class CausalOnly(Written):
+        """A right answer: padding comes last, so the causal mask alone hides it from every real token."""
+
         def mask(self, ids):
             n = ids.shape[1]
             return torch.ones(n, n, dtype=torch.bool, device=ids.device).tril()
@@ -149,6 +162,7 @@ def answers(solution):
         right("solution", solution["GPT"]),
         right("GPTWritten", c["Written"]),
         right("GPTEinsum", c["Einsum"]),
+        right("GPT with the causal mask alone", c["CausalOnly"]),
         bug("lm_head a copy", c["Copy"], hidden="not tok_embed.weight", mistake=NOT_TIED),
         bug("lm_head shares .data only", c["SharedData"], mistake=NOT_TIED),
         bug("post-norm blocks", c["PostNorm"], hidden="differs", mistake=POST_NORM),
@@ -156,7 +170,9 @@ def answers(solution):
         bug("sinusoidal positions", c["Sinusoidal"], mistake=SINUSOIDAL),
         bug("embeddings scaled by sqrt(d)", c["Scaled"], mistake=SCALED),
         bug("final norm unused", c["NoFinalNorm"], mistake=NO_FINAL_NORM),
-        bug("padding keys not masked", c["CausalOnly"], mistake=PADDING_NOT_MASKED),
+        bug("no dropout on the embeddings", c["NoEmbeddingDropout"], hidden="dropout=1.0",
+            mistake=NO_EMBEDDING_DROPOUT),
+        bug("dropout on the token embedding only", c["DropoutOnTokensOnly"], mistake=NO_EMBEDDING_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),
