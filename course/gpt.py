@@ -27,6 +27,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
+from course.floor import Floor
 from course.lm_eval import CountLM, score_model
 from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
 
@@ -174,23 +175,49 @@ def decode(vocab: Vocab, ids: Sequence[int]) -> str:
 # ---------------------------------------------------------------- figures
 
 
-def loss_and_schedule(history: History, *, title: str = "Training", axes=None):
-    """Two panels: the loss of every step (with a running mean), and the learning rate."""
+def _running_mean(values: Sequence[float], window: int = 20) -> tuple[range, list[float]]:
+    """The steps (0-based) and the mean of the last ``window`` values at each."""
+    values = torch.tensor(values, dtype=torch.float64)  # (steps,)
+    window = max(1, min(window, len(values)))
+    return range(window - 1, len(values)), values.unfold(0, window, 1).mean(dim=1).tolist()
+
+
+def training_curves(histories: Mapping[str, History] | History, floor: Floor | None = None, *,
+                    title: str = "", axes=None):
+    """Two panels side by side: the training loss (mean of 20 steps) and the validation loss
+    of each run, with the data's ``floor`` (nats per token) if given; and the learning rates.
+    ``histories``: one History, or several by name. Returns the two axes."""
+    if isinstance(histories, History):
+        histories = {"": histories}
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+        _, axes = plt.subplots(1, 2, figsize=(11, 3.4))
     loss_ax, lr_ax = axes
-    values = torch.tensor(history.losses, dtype=torch.float64)
-    loss_ax.plot(values.numpy(), color="tab:blue", alpha=0.35, label="one batch")
-    window = min(20, len(values))
-    if window > 1:
-        smooth = values.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
-        loss_ax.plot(range(window - 1, len(values)), smooth.numpy(), color="tab:blue",
-                     label=f"mean of {window} steps")
-    loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy", title=f"{title}: loss")
+    for k, (name, history) in enumerate(histories.items()):
+        colour, prefix = f"C{k}", f"{name}: " if name else ""
+        loss_ax.plot(*_running_mean(history.losses), color=colour,
+                     label=f"{prefix}training (mean of 20 steps)")
+        if history.val_steps:
+            steps = [s - 1 for s in history.val_steps]  # after step s (1-based): at index s - 1
+            loss_ax.plot(steps, history.val_losses, "o--", color=colour, markersize=4,
+                         label=f"{prefix}validation")
+        lr_ax.plot(history.lrs, color=colour, label=name or None)
+    if floor is not None:
+        loss_ax.axhline(floor.nats_per_token, color="gray", linestyle=":",
+                        label=f"floor: the data's entropy ({floor.nats_per_token:.2f})")
+    loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (nats per token)",
+                title=f"{title}: loss" if title else "loss")
     loss_ax.legend(fontsize=8)
-    lr_ax.plot(history.lrs, color="tab:orange")
-    lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate")
+    lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate" if title
+              else "learning rate")
+    if any(histories):
+        lr_ax.legend(fontsize=8)
+    loss_ax.figure.tight_layout()
     return axes
+
+
+def loss_and_schedule(history: History, *, title: str = "Training", axes=None):
+    """The old name of ``training_curves(history, title=title)``, for notebooks not yet moved to it."""
+    return training_curves(history, title=title, axes=axes)
 
 
 def compare_losses(histories: Mapping[str, History], *, ax=None):
@@ -198,10 +225,7 @@ def compare_losses(histories: Mapping[str, History], *, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.2))
     for name, history in histories.items():
-        values = torch.tensor(history.losses, dtype=torch.float64)
-        window = max(1, min(20, len(values)))
-        smooth = values.unfold(0, window, 1).mean(dim=1)
-        ax.plot(range(window - 1, len(values)), smooth.numpy(), label=name)
+        ax.plot(*_running_mean(history.losses), label=name)
     ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (mean of 20 steps)")
     ax.legend(fontsize=8)
     return ax
