@@ -62,7 +62,7 @@ def test_unigram_perplexity_by_hand():
     # train tokens (no <bos>): a b <eos> | b <eos> | a a b c <eos>: a 3, b 3, c 1, <eos> 3 of 10
     expected = math.exp(-(math.log(0.3) + math.log(0.3)) / 2)  # test "b": b, <eos>
     assert gpt.unigram_perplexity(SENTENCES, ["b"], VOCAB) == pytest.approx(expected)
-    with pytest.raises(ValueError, match="never occur in train"):
+    with pytest.raises(ValueError, match="never seen in training"):
         gpt.unigram_perplexity(["a"], ["c"], VOCAB)
 
 
