@@ -1,7 +1,7 @@
 """Visible check of ``GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0)``.
 
 The reference is PyTorch's own layers holding the learner's weights: ``F.embedding``, one
-``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` per block (the block's
+``nn.TransformerEncoderLayer(activation="gelu", norm_first=True, batch_first=True)`` per block (the block's
 w_q, w_k, w_v stacked into its ``in_proj``), causal and key-padding masks, ``F.layer_norm``
 and the output layer as ``F.linear`` with the token embedding itself (tied). Only the logits of
 real tokens are compared: padding comes last, so the causal mask alone already hides it from
@@ -37,8 +37,9 @@ from course.checking import (
 
 HOW = ("Create, in this order: tok_embed = nn.Embedding(vocab_size, d_model), pos_embed = "
        "nn.Embedding(max_len, d_model), blocks = nn.ModuleList of num_layers TransformerBlock(d_model, "
-       "num_heads, d_ff, dropout, norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
+       "num_heads, d_ff, dropout, \"gelu\", norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
        "nn.Linear(d_model, vocab_size, bias=False), then lm_head.weight = tok_embed.weight.")
+AGAINST = 'nn.TransformerEncoderLayer(activation="gelu", norm_first=True) blocks with the same weights'
 ORDER = ("tok_embed", "pos_embed", "blocks", "norm", "lm_head")
 NOT_TIED = Mistake("not_tied", "an output layer with its own weight (a copy, not tok_embed.weight itself)",
                    "Tie them: self.lm_head.weight = self.tok_embed.weight (the same nn.Parameter).")
@@ -51,6 +52,9 @@ SCALED = Mistake("scaled_embeddings", "token embeddings multiplied by sqrt(d_mod
                  "x = tok_embed(ids) + pos_embed(positions).")
 POST_NORM = Mistake("post_norm", "post-norm blocks (norm_first=False)",
                     "Create every block with TransformerBlock(..., norm_first=True).")
+RELU = Mistake("relu_blocks", "blocks with ReLU feed-forward networks instead of GPT-2's GELU",
+               'Create every block with activation="gelu": TransformerBlock(d_model, num_heads, d_ff, '
+               'dropout, "gelu", norm_first=True).')
 NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output layer",
                         "A pre-norm stack ends with one more norm: logits = lm_head(norm(x)).")
 NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it",
@@ -62,8 +66,8 @@ NO_EMBEDDING_DROPOUT = Mistake(
     "no_embedding_dropout", "no dropout on the sum of the embeddings",
     "Create nn.Dropout(dropout); apply it to tok_embed(ids) + pos_embed(positions) before the first block.")
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
-            SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, NO_FINAL_NORM: {"final_norm": False},
-            NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
+            SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, RELU: {"activation": "relu"},
+            NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
 
 
 @dataclass(frozen=True)
@@ -163,9 +167,10 @@ def make_ids(cfg: Config, B: int, n: int, padded: int, seed: int, device="cpu") 
 
 
 @functools.cache
-def _layer(d: int, h: int, d_ff: int, norm_first: bool) -> nn.Module:
+def _layer(d: int, h: int, d_ff: int, norm_first: bool, activation: str) -> nn.Module:
     """A parameter-less template: functional_call supplies every weight."""
-    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, activation=activation, batch_first=True,
+                                       norm_first=norm_first)
     return layer.train()  # dropout is 0; train() keeps PyTorch off its fused inference path
 
 
@@ -177,8 +182,8 @@ def _sinusoidal(n: int, d: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config, *,
-                     positions="learned", scale=False, norm_first=True, final_norm=True, causal=True,
-                     padding=True) -> torch.Tensor:
+                     positions="learned", scale=False, norm_first=True, activation="gelu", final_norm=True,
+                     causal=True, padding=True) -> torch.Tensor:
     """The logits through PyTorch's layers holding ``p``; the keywords switch on known mistakes."""
     n, d = ids.shape[1], cfg.d_model
     x = F.embedding(ids, p["tok_embed.weight"]) * (math.sqrt(d) if scale else 1)  # (B, n, d)
@@ -189,7 +194,7 @@ def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config,
     blocked = torch.ones(n, n, dtype=torch.bool, device=ids.device).triu(1) if causal else None  # (n, n)
     pad_id = cfg.pad_id if padding is True else padding  # an id: the mistake of another pad_id
     padded = None if padding is False else (ids == pad_id)  # (B, n), True = ignored
-    layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first)
+    layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first, activation)
     for i in range(cfg.num_layers):
         b = {k.removeprefix(f"blocks.{i}."): v for k, v in p.items() if k.startswith(f"blocks.{i}.")}
         weights = {"self_attn.in_proj_weight": torch.cat([b[f"self_attn.w_{w}.weight"] for w in "qkv"]),
@@ -278,9 +283,9 @@ def check_GPT(GPT) -> None:
         ids = make_ids(CONFIG, B, n, padded, seed)
         got = learner_outputs(model, values, ids, CONFIG, where, seed)
         compare_outputs(got, reference_outputs(values, ids, CONFIG, seed), "GPT", where,
-                        against="nn.TransformerEncoderLayer(norm_first=True) blocks with the same weights",
+                        against=AGAINST,
                         variants=variants(values, ids, CONFIG))
     expect_embedding_dropout(GPT)
-    passed("GPT has learned positions, dropout on the embeddings, pre-norm blocks, a final norm and a tied "
-           "output layer; its logits and gradients at the real tokens match PyTorch's layers with the causal "
-           "mask.")
+    passed("GPT has learned positions, dropout on the embeddings, pre-norm GELU blocks, a final norm and a "
+           "tied output layer; its logits and gradients at the real tokens match PyTorch's layers with the "
+           "causal mask.")

@@ -1,11 +1,12 @@
 """Hidden check of ``GPT``: layout and tied weights, then logits and gradients against PyTorch's layers
-(``nn.TransformerEncoderLayer(norm_first=True)`` blocks, ``F.layer_norm``, the tied ``F.linear``)."""
+(GELU ``nn.TransformerEncoderLayer(norm_first=True)`` blocks, ``F.layer_norm``, the tied ``F.linear``)."""
 
 from __future__ import annotations
 
 import torch
 
 from course.visible.s10_7.gpt import (
+    AGAINST,
     MISTAKES,
     Config,
     expect_embedding_dropout,
@@ -56,7 +57,7 @@ def _variant(changes):
 @registered
 class GPTModule(Exercise):
     name = "GPT"
-    reference_name = "nn.TransformerEncoderLayer(norm_first=True) blocks with the same weights"
+    reference_name = AGAINST
     forbidden = ATTENTION | MULTIHEAD
     mistakes = {m: _variant(changes) for m, changes in MISTAKES.items()}
 

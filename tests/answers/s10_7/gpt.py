@@ -13,6 +13,7 @@ from course.visible.s10_7.gpt import (
     NOT_TIED,
     PAD_ID_ZERO,
     POST_NORM,
+    RELU,
     SCALED,
     SINUSOIDAL,
 )
@@ -28,6 +29,7 @@ def family(TransformerBlock):
         """A right answer: its own masks (True = may attend), positions from a buffer-free arange."""
 
         norm_first = True
+        activation = "gelu"
         tie = "same"
 
         def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0):
@@ -36,7 +38,7 @@ def family(TransformerBlock):
             self.tok_embed = nn.Embedding(vocab_size, d_model)
             self.pos_embed = nn.Embedding(max_len, d_model)
             block = (d_model, num_heads, d_ff, dropout)
-            self.blocks = nn.ModuleList([TransformerBlock(*block, norm_first=self.norm_first)
+            self.blocks = nn.ModuleList([TransformerBlock(*block, self.activation, norm_first=self.norm_first)
                                          for _ in range(num_layers)])
             self.norm = nn.LayerNorm(d_model)
             self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
@@ -80,6 +82,9 @@ def family(TransformerBlock):
 
     class PostNorm(Written):
         norm_first = False
+
+    class ReLUBlocks(Written):
+        activation = "relu"
 
     class NoPositions(Written):
         def embed(self, ids):
@@ -166,6 +171,7 @@ def answers(solution):
         bug("lm_head a copy", c["Copy"], hidden="not tok_embed.weight", mistake=NOT_TIED),
         bug("lm_head shares .data only", c["SharedData"], mistake=NOT_TIED),
         bug("post-norm blocks", c["PostNorm"], hidden="differs", mistake=POST_NORM),
+        bug("ReLU blocks", c["ReLUBlocks"], hidden="differs", mistake=RELU),
         bug("no positions", c["NoPositions"], mistake=NO_POSITIONS),
         bug("sinusoidal positions", c["Sinusoidal"], mistake=SINUSOIDAL),
         bug("embeddings scaled by sqrt(d)", c["Scaled"], mistake=SCALED),
