@@ -71,8 +71,9 @@ def _log_probs(logits):
     return logits - logits.logsumexp(dim=-1, keepdim=True)  # (B, n, V)
 
 
-def _smoothed(logits, targets, pad_id, e, spread="all", kept="real"):
-    """The loss with label smoothing spread over ``spread`` words and the mean over ``kept`` positions."""
+def _smoothed(logits, targets, pad_id, e, *, spread, kept):
+    """The loss with label smoothing spread over ``spread`` words and the mean over ``kept`` positions
+    (a known mistake's, so both are required: the contract's is F.cross_entropy)."""
     V = logits.shape[-1]
     neg = -_log_probs(logits)  # (B, n, V)
     nll = neg.gather(-1, targets[..., None])[..., 0]  # (B, n)
@@ -89,12 +90,13 @@ def _smoothed(logits, targets, pad_id, e, spread="all", kept="real"):
 
 
 VARIANTS = {
-    SMOOTHING_OTHER_WORDS: lambda *a: _smoothed(*a, spread="others"),
-    SMOOTHING_NOT_PAD: lambda *a: _smoothed(*a, spread="not pad"),
-    SMOOTHING_SUMMED: lambda *a: _smoothed(*a, spread="sum"),
-    PADDING_IN_MEAN: lambda *a: _smoothed(*a, kept="zeroed"),
-    PADDING_NOT_IGNORED: lambda *a: _smoothed(*a, kept="every position"),
-    PAD_ID_ZERO: lambda logits, targets, pad_id, e: _smoothed(logits, targets, 0, e),
+    SMOOTHING_OTHER_WORDS: lambda *a: _smoothed(*a, spread="others", kept="real"),
+    SMOOTHING_NOT_PAD: lambda *a: _smoothed(*a, spread="not pad", kept="real"),
+    SMOOTHING_SUMMED: lambda *a: _smoothed(*a, spread="sum", kept="real"),
+    PADDING_IN_MEAN: lambda *a: _smoothed(*a, spread="all", kept="zeroed"),
+    PADDING_NOT_IGNORED: lambda *a: _smoothed(*a, spread="all", kept="every position"),
+    PAD_ID_ZERO: lambda logits, targets, pad_id, e: _smoothed(logits, targets, 0, e, spread="all",
+                                                              kept="real"),
 }
 
 
