@@ -20,6 +20,7 @@ from course.lm_eval import (
     Score,
     best_bigram_weight,
     length_table,
+    perplexity_by_position,
     perplexity_table,
     positions_seen,
     score_model,
@@ -306,6 +307,11 @@ def test_tables_show_every_model_the_floor_and_the_positions():
     assert f"{scores['one'].bits_per_token() - floor.bits_per_token:+.3f}" in table[1]
     lines = length_table(scores, seen=2).splitlines()
     assert f"{math.exp(1.5):.3f}" in lines[1] and f"{math.e:.3f}" in lines[1] and "nan" in lines[2]
+    ax = perplexity_by_position(scores, seen=2)
+    assert [list(line.get_xdata()) for line in ax.lines[:2]] == [[0, 1, 2], [0, 1]]
+    assert list(ax.lines[0].get_ydata()) == pytest.approx([math.e ** 2, math.e, math.e])
+    assert ax.lines[2].get_xdata()[0] == 1.5
+    matplotlib.pyplot.close("all")
 
 
 # ---------------------------------------------------------------- the floor: the data's own entropy
