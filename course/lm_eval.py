@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
 import torch
 from torch import nn
 
@@ -158,11 +159,11 @@ class CountLM:
 
     def score(self, sentences: Sequence[str], vocab: Vocab) -> Score:
         """The score of this baseline on ``sentences``, position by position (exact, float64)."""
-        tally = _Tally()
+        tally, probs = _Tally(), self.probs.tolist()  # (V, V) as lists: fast to index one by one
         for sentence in sentences:
             ids = vocab.encode(sentence)
             for t, (a, b) in enumerate(zip(ids, ids[1:])):
-                p = self.probs[a, b].item()
+                p = probs[a][b]
                 if p == 0:
                     raise ValueError(f"{vocab.itos[b]!r} after {vocab.itos[a]!r} has probability 0 (never "
                                      f"seen in training): the perplexity would be infinite")
@@ -209,3 +210,17 @@ def length_table(scores: Mapping[str, Score], seen: int) -> str:
     tokens = next(iter(scores.values()))
     lines.append(f"{'(tokens)':<16}{tokens.tokens(0, seen):>16}{tokens.tokens(seen):>17}{tokens.tokens():>9}")
     return "\n".join(lines)
+
+
+def perplexity_by_position(scores: Mapping[str, Score], seen: int, *, title: str = "", ax=None):
+    """The perplexity at each target position, one line per score (log scale), and a dashed line
+    where the positions longer than any training sentence begin (``seen``). Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.2))
+    for name, score in scores.items():
+        positions = [t for t, n in enumerate(score.count) if n]
+        ax.plot(positions, [score.perplexity(t, t + 1) for t in positions], "o-", markersize=3, label=name)
+    ax.axvline(seen - 0.5, color="gray", linestyle="--", label=f"longer than training (from {seen})")
+    ax.set(yscale="log", xlabel="target position (0: the first word)", ylabel="perplexity", title=title)
+    ax.legend(fontsize=8)
+    return ax
