@@ -44,9 +44,14 @@ POST_NORM = Mistake("post_norm", "post-norm: a norm after each residual sum, not
                     "Pre-norm: h = x + attention(norm1(x)), then h + ffn(norm2(h)).")
 MASK_IGNORED = Mistake("mask_ignored", "the mask ignored: every token attends to every other",
                        "Pass the mask to the attention (True = may attend).")
+EPS_IGNORED = Mistake("eps_ignored", "the eps argument not passed on to the norms (always 1e-6)",
+                      "Create both norms with the block's eps: RMSNorm(d_model, eps).")
+BASE_IGNORED = Mistake("base_ignored", "the base argument not passed on to apply_rotary (always 10000)",
+                       "Turn q and k with the block's base: apply_rotary(..., base=base).")
 AGAINST = "RMSNorm, rotary q and k, F.scaled_dot_product_attention and SwiGLU with the same weights"
 SWITCHES = {ROTARY_ON_V: {"rotary": "qkv"}, NO_ROTARY: {"rotary": "none"}, ROTARY_WHOLE: {"rotary": "whole"},
-            POST_NORM: {"norm_first": False}, MASK_IGNORED: {"masked": False}}
+            POST_NORM: {"norm_first": False}, MASK_IGNORED: {"masked": False}, EPS_IGNORED: {"eps": 1e-6},
+            BASE_IGNORED: {"base": 10000.0}}
 
 
 @dataclass(frozen=True)
@@ -106,10 +111,11 @@ def _turned(t: torch.Tensor, base: float) -> torch.Tensor:
 
 
 def reference_block(p: dict[str, torch.Tensor], x, mask, cfg: Config, *, rotary="qk", norm_first=True,
-                    masked=True) -> torch.Tensor:
-    """The block through PyTorch's primitives holding ``p``; the keywords switch on known mistakes."""
+                    masked=True, eps=None, base=None) -> torch.Tensor:
+    """The block through PyTorch's primitives holding ``p``; the keywords switch on known mistakes (eps
+    and base: the values used instead of the config's)."""
     B, n, d = x.shape
-    h, eps, base = cfg.num_heads, cfg.eps or 1e-6, cfg.base or 10000.0
+    h, eps, base = cfg.num_heads, eps or cfg.eps or 1e-6, base or cfg.base or 10000.0
 
     def norm(t, i):
         return F.rms_norm(t, (d,), p[f"norm{i}.weight"], eps)

@@ -5,6 +5,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.visible.s10_7.llama_block import (
+    BASE_IGNORED,
+    EPS_IGNORED,
     MASK_IGNORED,
     NO_ROTARY,
     POST_NORM,
@@ -121,8 +123,8 @@ def answers(solution):
         bug("rotary over d_model before the heads", v(rotary="whole"), mistake=ROTARY_WHOLE),
         bug("post-norm", v(norm_first=False), mistake=POST_NORM),
         bug("mask ignored", v(masked=False), mistake=MASK_IGNORED),
-        bug("eps not passed to the norms", v(keep_eps=False), hidden="differs"),
-        bug("base ignored", v(keep_base=False), hidden="differs"),
+        bug("eps not passed to the norms", v(keep_eps=False), hidden="differs", mistake=EPS_IGNORED),
+        bug("base ignored", v(keep_base=False), mistake=BASE_IGNORED),
         bug("projections with biases", c["WithBias"], hidden="wrong parameters"),
         bug("calls F.scaled_dot_product_attention", c["CallsReference"],
             hidden="No credit.*scaled_dot_product", only=REFERENCE),
