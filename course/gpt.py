@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
 from course.floor import Floor
-from course.lm_eval import CountLM, LossFn, score_model
+from course.lm_eval import CountLM, LossFn, plain_log_ticks, score_model
 from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
 
 
@@ -208,6 +208,7 @@ def training_curves(histories: Mapping[str, History] | History, floor: Floor | N
                         label=f"floor: the data's entropy ({floor.nats_per_token:.2f})")
     loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (nats per token)",
                 title=f"{title}: loss" if title else "loss")
+    plain_log_ticks(loss_ax)
     loss_ax.legend(fontsize=8)
     lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate" if title
               else "learning rate")
