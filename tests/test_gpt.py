@@ -26,7 +26,7 @@ from course.lm_eval import (
     score_model,
     unseen_sentences,
 )
-from course.translation import BOS, EOS, PAD, Vocab
+from course.translation import BOS, EOS, PAD, Vocab, tokenize
 from tests.settings import ROOT
 
 matplotlib.use("Agg")
@@ -342,7 +342,7 @@ def fresh_sentences(n, min_words, max_words, seed):
 def sampled_entropy(model, sentences):
     """Monte-Carlo estimate of the entropy per sentence and per token, with standard errors."""
     nll = torch.tensor([-model.log_prob(s) for s in sentences], dtype=torch.float64)
-    tokens = torch.tensor([len(s.split()) + 1 for s in sentences], dtype=torch.float64)
+    tokens = torch.tensor([len(tokenize(s)) + 1 for s in sentences], dtype=torch.float64)  # words, <eos>
     se = lambda x: (x.std() / math.sqrt(len(x))).item()  # noqa: E731
     return nll.mean().item(), se(nll), tokens.mean().item(), se(tokens)
 
