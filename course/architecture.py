@@ -4,8 +4,9 @@
 embeddings, positional encodings, N× encoder blocks, N× decoder blocks with masked
 self-attention, cross-attention and feed-forward sublayers, residuals and norms, linear
 and softmax) and lights the named parts, graying the rest. Every notebook opens with it,
-its own section's parts lit (``SECTIONS``). ``attention_head_shapes`` draws one head of
-10.2 as the matrix products it is, with their shapes.
+its own section's parts lit (``SECTIONS``); 10.7 opens with its own picture, a GPT beside a
+Llama (``DECODER_ONLY_PARTS``). ``attention_head_shapes`` draws one head of 10.2 as the
+matrix products it is, with their shapes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,29 @@ QKV_ARROWS = ("encoder_qkv", "decoder_self_qkv", "decoder_cross_qkv")
 ENCODER_BLOCK = ("encoder_stack", "encoder_qkv", "encoder_self_attention", "encoder_add_norm_1",
                  "encoder_feed_forward", "encoder_add_norm_2", "encoder_residuals")
 
+#: The parts of the decoder-only picture: a GPT (left) and a Llama (right), both pre-norm.
+DECODER_ONLY_PARTS = {
+    **{f"{m}_{part}": f"{name}: {what}" for m, name in (("gpt", "the GPT"), ("llama", "the Llama"))
+       for part, what in (
+        ("tokens", "the tokens so far"),
+        ("embedding", "the token embedding"),
+        ("norm_1", "the norm before the attention (pre-norm)"),
+        ("attention", "masked multi-head self-attention (the causal mask)"),
+        ("norm_2", "the norm before the feed-forward network"),
+        ("feed_forward", "the feed-forward network"),
+        ("residuals", "the residual adds: each sublayer's output added to its input"),
+        ("stack", "the pre-norm block, stacked N times"),
+        ("final_norm", "the final norm that a pre-norm stack ends with"),
+        ("head", "the output layer: one logit per token of the vocabulary"),
+        ("tied", "the output layer's weight is the token embedding's (tied)"),
+        ("softmax", "the softmax: the probabilities of the next token"))},
+    "gpt_positions": "the GPT: learned positions, one vector per position up to max_len, added",
+    "llama_rotary": "the Llama: rotary positions, turning q and k in every attention (10.4's apply_rotary)",
+}
+#: What 10.7 lights: everything but the GPT's block, which is 10.5's (norm_first=True).
+DECODER_ONLY_SECTION = tuple(p for p in DECODER_ONLY_PARTS if p not in (
+    "gpt_norm_1", "gpt_attention", "gpt_norm_2", "gpt_feed_forward", "gpt_residuals"))
+
 #: What each section builds, lit in the picture at the top of its notebook.
 SECTIONS = {
     "10.1": ("input_embedding", *QKV_ARROWS),
@@ -61,7 +85,7 @@ SECTIONS = {
     "10.6": ("memory", "decoder_stack", "decoder_self_qkv", "decoder_self_attention",
              "decoder_add_norm_1", "decoder_cross_qkv", "decoder_cross_attention", "decoder_add_norm_2",
              "decoder_feed_forward", "decoder_add_norm_3", "decoder_residuals", "linear", "softmax"),
-    "10.7": (),  # the decoder-only picture: DECODER_ONLY_SECTION, drawn by _draw_decoder_only
+    "10.7": DECODER_ONLY_SECTION,  # parts of the decoder-only picture
 }
 CAPTIONS = {
     "10.1": "10.1: queries, keys and values, three projections of each attention's input:\n"
@@ -162,11 +186,6 @@ def _block_arrows(c: _Canvas, x: float, ys: dict, order, residual: str) -> None:
         c.arrow(residual, (side, ys[norm]), (x - 1.0, ys[norm]))
 
 
-def section_parts(section: str) -> tuple[str, ...]:
-    """The parts a section lights: SECTIONS', or for 10.7 those of the decoder-only picture."""
-    return DECODER_ONLY_SECTION if section == "10.7" else SECTIONS[section]
-
-
 def picture_of(lit: set[str]):
     """(parts, draw) of the picture that has the parts ``lit``: the decoder-only one for its own
     parts, else the encoder-decoder."""
@@ -178,7 +197,7 @@ def architecture(highlight: str | Iterable[str] = (), *, title: str | None = Non
     """Draw the encoder-decoder Transformer (the decoder-only models for "10.7" or parts of
     ``DECODER_ONLY_PARTS``); light ``highlight`` (a section such as "10.5", or part names),
     gray the rest. Returns the figure."""
-    lit = set(section_parts(highlight)) if isinstance(highlight, str) and highlight in SECTIONS else \
+    lit = set(SECTIONS[highlight]) if isinstance(highlight, str) and highlight in SECTIONS else \
         {highlight} if isinstance(highlight, str) else set(highlight)
     parts, draw = picture_of(lit)
     unknown = sorted(lit - set(parts))
@@ -289,30 +308,6 @@ def _draw(ax) -> _Canvas:
 
 
 # ---------------------------------------------------------------- 10.7: decoder-only models
-
-#: The parts of the decoder-only picture: a GPT (left) and a Llama (right), both pre-norm.
-DECODER_ONLY_PARTS = {
-    **{f"{m}_{part}": f"{name}: {what}" for m, name in (("gpt", "the GPT"), ("llama", "the Llama"))
-       for part, what in (
-        ("tokens", "the tokens so far"),
-        ("embedding", "the token embedding"),
-        ("norm_1", "the norm before the attention (pre-norm)"),
-        ("attention", "masked multi-head self-attention (the causal mask)"),
-        ("norm_2", "the norm before the feed-forward network"),
-        ("feed_forward", "the feed-forward network"),
-        ("residuals", "the residual adds: each sublayer's output added to its input"),
-        ("stack", "the pre-norm block, stacked N times"),
-        ("final_norm", "the final norm that a pre-norm stack ends with"),
-        ("head", "the output layer: one logit per token of the vocabulary"),
-        ("tied", "the output layer's weight is the token embedding's (tied)"),
-        ("softmax", "the softmax: the probabilities of the next token"))},
-    "gpt_positions": "the GPT: learned positions, one vector per position up to max_len, added",
-    "llama_rotary": "the Llama: rotary positions, turning q and k in every attention (10.4's apply_rotary)",
-}
-#: What 10.7 lights: everything but the GPT's block, which is 10.5's (norm_first=True).
-DECODER_ONLY_SECTION = tuple(p for p in DECODER_ONLY_PARTS if p not in (
-    "gpt_norm_1", "gpt_attention", "gpt_norm_2", "gpt_feed_forward", "gpt_residuals"))
-
 
 def _draw_decoder_only(ax) -> _Canvas:
     """The GPT (learned positions, LayerNorm, GELU) beside the Llama (rotary, RMSNorm, SwiGLU)."""

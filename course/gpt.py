@@ -5,8 +5,12 @@ Typical use::
     train = load_sentences("train")                     # ["the black cat eats bread", ...]
     vocab = Vocab.from_sentences(train)
     batches = lm_batches(train, vocab, batch_size=64, seed=0)  # LongTensors (B, n): <bos> .. <eos> <pad>
-    history = train_lm(model, train, vocab, loss_fn, lr_at, steps=600)
-    perplexity(model, test, vocab, loss_fn), unigram_perplexity(train, test, vocab)
+    model = gpt2_init(model)                            # N(0, 0.02²), residual projections scaled
+    history = train_lm(model, train, vocab, loss_fn, lr_at, steps=600, valid=load_sentences("valid"))
+    training_curves({"GPT": history}, SHORT_FLOOR)       # loss and validation beside the learning rate
+
+Measuring (perplexity by position, baselines, the floor) is in ``course/lm_eval.py`` and
+``course/floor.py``.
 
 A token is a word; every sentence is ``<bos> w1 .. wk <eos>``, padded at the end. The model
 reads ``ids[:, :-1]`` and is scored on predicting ``ids[:, 1:]`` (``<eos>`` included, so it
@@ -28,10 +32,8 @@ from tqdm.auto import tqdm
 
 from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
 from course.floor import Floor
-from course.lm_eval import CountLM, score_model
+from course.lm_eval import CountLM, LossFn, plain_log_ticks, score_model
 from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
-
-LossFn = Callable[..., torch.Tensor]  # lm_loss(logits, targets, pad_id, label_smoothing)
 
 
 def load_sentences(split: str) -> list[str]:
@@ -206,6 +208,7 @@ def training_curves(histories: Mapping[str, History] | History, floor: Floor | N
                         label=f"floor: the data's entropy ({floor.nats_per_token:.2f})")
     loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (nats per token)",
                 title=f"{title}: loss" if title else "loss")
+    plain_log_ticks(loss_ax)
     loss_ax.legend(fontsize=8)
     lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate" if title
               else "learning rate")

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import torch
+from matplotlib.ticker import FuncFormatter
 from torch import nn
 
 from course.checking.outputs import single_thread
@@ -222,5 +223,12 @@ def perplexity_by_position(scores: Mapping[str, Score], seen: int, *, title: str
         ax.plot(positions, [score.perplexity(t, t + 1) for t in positions], "o-", markersize=3, label=name)
     ax.axvline(seen - 0.5, color="gray", linestyle="--", label=f"longer than training (from {seen})")
     ax.set(yscale="log", xlabel="target position (0: the first word)", ylabel="perplexity", title=title)
+    plain_log_ticks(ax)
     ax.legend(fontsize=8)
     return ax
+
+
+def plain_log_ticks(ax) -> None:
+    """Label a log-scale y axis with plain numbers (2, 3, 4 rather than 2×10⁰)."""
+    for axis_formatter in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis_formatter(FuncFormatter(lambda value, _: f"{value:g}"))

@@ -74,7 +74,7 @@ from course.plotting import attention_maps_per_head, heatmap, seconds_per_call  
 @pytest.mark.parametrize("section", sorted(arch.SECTIONS))
 def test_each_section_lights_parts_that_exist(section):
     """Does every section's highlight name only parts of the picture, and some of them?"""
-    lit = set(arch.section_parts(section))
+    lit = set(arch.SECTIONS[section])
     parts, _ = arch.picture_of(lit)
     assert lit and lit <= set(parts)
     assert section in arch.CAPTIONS
@@ -87,7 +87,7 @@ def test_architecture_renders_with_the_section_lit(section):
     fig.savefig(io.BytesIO(), format="png")
     plt.close(fig)
     fig, ax = plt.subplots()
-    lit_parts = set(arch.section_parts(section))
+    lit_parts = set(arch.SECTIONS[section])
     canvas = arch.picture_of(lit_parts)[1](ax)
     canvas.paint(lit_parts)
     gray = matplotlib.colors.to_rgba(arch.GRAY["face"])
@@ -114,7 +114,7 @@ def test_decoder_only_picture_shows_what_10_7_builds():
     """Does 10.7 draw the decoder-only models (no encoder, no cross-attention): learned positions
     beside the GPT's embedding, rotary inside the Llama's attention, a final norm and a head tied
     to the embedding in each, the GPT's block (10.5's) gray, the rest lit?"""
-    assert arch.picture_of(set(arch.section_parts("10.7")))[0] is arch.DECODER_ONLY_PARTS
+    assert arch.picture_of(set(arch.SECTIONS["10.7"]))[0] is arch.DECODER_ONLY_PARTS
     fig = arch.architecture("10.7")
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"learned\npositions", "rotary on q, k", "final LayerNorm", "final RMSNorm", "SwiGLU feed-forward",
@@ -123,7 +123,7 @@ def test_decoder_only_picture_shows_what_10_7_builds():
     plt.close(fig)
     fig, ax = plt.subplots()
     canvas = arch._draw_decoder_only(ax)
-    canvas.paint(set(arch.section_parts("10.7")))
+    canvas.paint(set(arch.SECTIONS["10.7"]))
     gray = matplotlib.colors.to_rgba(arch.GRAY["face"])
     given = {"gpt_attention": True, "gpt_feed_forward": True, "llama_rotary": False, "gpt_positions": False,
              "llama_head": False, "gpt_tied": False}

@@ -26,7 +26,7 @@ from course.lm_eval import (
     score_model,
     unseen_sentences,
 )
-from course.translation import BOS, EOS, PAD, Vocab
+from course.translation import BOS, EOS, PAD, Vocab, tokenize
 from tests.settings import ROOT
 
 matplotlib.use("Agg")
@@ -342,7 +342,7 @@ def fresh_sentences(n, min_words, max_words, seed):
 def sampled_entropy(model, sentences):
     """Monte-Carlo estimate of the entropy per sentence and per token, with standard errors."""
     nll = torch.tensor([-model.log_prob(s) for s in sentences], dtype=torch.float64)
-    tokens = torch.tensor([len(s.split()) + 1 for s in sentences], dtype=torch.float64)
+    tokens = torch.tensor([len(tokenize(s)) + 1 for s in sentences], dtype=torch.float64)  # words, <eos>
     se = lambda x: (x.std() / math.sqrt(len(x))).item()  # noqa: E731
     return nll.mean().item(), se(nll), tokens.mean().item(), se(tokens)
 
@@ -354,6 +354,36 @@ def test_floor_constants_are_what_the_grammar_gives():
         assert astuple(grammar_floor(GRAMMAR, low, high)) == pytest.approx(astuple(floor), rel=1e-12)
     everything = GrammarModel(GRAMMAR, 1, 99)
     assert everything.z == pytest.approx(1.0, abs=1e-12)  # every sentence of the grammar is in range
+
+
+def small_grammar():
+    """make_corpus.py with one noun of each kind (every pronoun, adjective and verb kept)."""
+    small = type(GRAMMAR)("small_grammar")
+    one_each = [next(n for n in GRAMMAR.NOUNS if n.kind == kind) for kind in GRAMMAR.ALL_KINDS]
+    small.__dict__.update({**GRAMMAR.__dict__, "NOUNS": one_each})
+    return small
+
+
+@pytest.mark.parametrize("low, high", [(1, 7), (6, 7), (8, 9), (1, 99)])
+def test_floor_equals_the_entropy_of_every_sentence_listed(low, high):
+    """On a small grammar, is the grouped computation the entropy of the list of every English
+    sentence (subject, verb form, object: merged when equal, kept when the French length is in range)?"""
+    g = small_grammar()
+    model, sentences = GrammarModel(g, low, high), {}
+    for (subject, n_subject, third), p_subject in model.subjects.items():
+        for verb in g.VERBS:
+            form = verb.en_3sg if third else verb.en
+            for (obj, n_obj, _), p_obj in model.objects[verb.objects].items():
+                if low <= n_subject + 1 + n_obj <= high:
+                    key = f"{subject} {form} {obj}"
+                    sentences[key] = sentences.get(key, 0.0) + p_subject * p_obj / len(g.VERBS)
+    z = math.fsum(sentences.values())
+    entropy = -math.fsum(p / z * math.log(p / z) for p in sentences.values())
+    tokens = math.fsum(p / z * (len(s.split()) + 1) for s, p in sentences.items())
+    floor = model.floor
+    assert (floor.nats_per_sentence, floor.tokens_per_sentence) == pytest.approx((entropy, tokens), rel=1e-9)
+    assert [model.log_prob(s) for s in list(sentences)[::50]] == pytest.approx(
+        [math.log(p / z) for p in list(sentences.values())[::50]], rel=1e-9)
 
 
 @pytest.mark.parametrize("low, high, n", [(1, 7, 20_000), (8, 9, 4_000)])
