@@ -65,6 +65,10 @@ PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of p
 NO_EMBEDDING_DROPOUT = Mistake(
     "no_embedding_dropout", "no dropout on the sum of the embeddings",
     "Create nn.Dropout(dropout); apply it to tok_embed(ids) + pos_embed(positions) before the first block.")
+BLOCKS_WITHOUT_DROPOUT = Mistake(
+    "blocks_without_dropout", "blocks created without the dropout argument",
+    'Pass dropout on to every block: TransformerBlock(d_model, num_heads, d_ff, dropout, "gelu", '
+    'norm_first=True).')
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
             SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, RELU: {"activation": "relu"},
             NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
@@ -259,10 +263,13 @@ def expect_embedding_dropout(GPT, cfg: Config = DROPOUT_CONFIG) -> None:
     with torch.no_grad():
         got = learner_logits(model, ids, cfg, "GPT(..., dropout=1.0) in train mode")
     want = F.linear(values["norm.bias"], values["tok_embed.weight"]).expand_as(got)  # (B, n, V)
-    if not close(got, want, *tolerance(torch.float32)):
-        fail("With dropout=1.0 in train mode, every logit of GPT should be the final norm's bias times the "
-             "tied output layer (nothing passes the dropouts), but the logits still depend on the ids.",
-             NO_EMBEDDING_DROPOUT)
+    if close(got, want, *tolerance(torch.float32)):
+        return
+    expected = ("With dropout=1.0 in train mode, every logit of GPT should be the final norm's bias times "
+                "the tied output layer (nothing passes the dropouts), but ")
+    if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere: blocks add
+        fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
+    fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
 
 
 def build(GPT, cfg: Config, where: str):

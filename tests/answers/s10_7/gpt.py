@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from course.visible.s10_7.gpt import (
+    BLOCKS_WITHOUT_DROPOUT,
     NO_EMBEDDING_DROPOUT,
     NO_FINAL_NORM,
     NO_POSITIONS,
@@ -30,6 +31,7 @@ def family(TransformerBlock):
 
         norm_first = True
         activation = "gelu"
+        block_dropout = 1
         tie = "same"
 
         def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0):
@@ -37,7 +39,7 @@ def family(TransformerBlock):
             self.pad_id = pad_id
             self.tok_embed = nn.Embedding(vocab_size, d_model)
             self.pos_embed = nn.Embedding(max_len, d_model)
-            block = (d_model, num_heads, d_ff, dropout)
+            block = (d_model, num_heads, d_ff, dropout * self.block_dropout)
             self.blocks = nn.ModuleList([TransformerBlock(*block, self.activation, norm_first=self.norm_first)
                                          for _ in range(num_layers)])
             self.norm = nn.LayerNorm(d_model)
@@ -103,6 +105,9 @@ def family(TransformerBlock):
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
             return self.tok_embed(ids) + self.pos_embed(positions)
+
+    class BlocksWithoutDropout(Written):
+        block_dropout = 0
 
     class DropoutOnTokensOnly(Written):
         def embed(self, ids):
@@ -178,6 +183,8 @@ def answers(solution):
         bug("final norm unused", c["NoFinalNorm"], mistake=NO_FINAL_NORM),
         bug("no dropout on the embeddings", c["NoEmbeddingDropout"], hidden="dropout=1.0",
             mistake=NO_EMBEDDING_DROPOUT),
+        bug("blocks without dropout", c["BlocksWithoutDropout"], hidden="blocks still add",
+            mistake=BLOCKS_WITHOUT_DROPOUT),
         bug("dropout on the token embedding only", c["DropoutOnTokensOnly"], mistake=NO_EMBEDDING_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
