@@ -104,6 +104,7 @@ CONFIG = Config(vocab_size=11, d_model=8, num_heads=2, d_ff=16, num_layers=2, ma
 CASES = [  # name, B, n, padded positions at the end of row 0, dtype
     ("float32, 2 sentences, row 0 ends with 2 pad_id's", 2, 6, 2, torch.float32),
     ("float64, n = max_len", 2, 7, 3, torch.float64),
+    ("float64, one token", 3, 1, 0, torch.float64),
 ]
 DROPOUT_CONFIG = Config(vocab_size=9, d_model=4, num_heads=2, d_ff=8, num_layers=2, max_len=6, pad_id=0)
 

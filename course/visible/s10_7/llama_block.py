@@ -78,6 +78,7 @@ CASES = [  # name, config, B, n, mask ("causal", "padded": causal and padding (B
     ("causal mask, 2 heads, float32", Config(8, 2, 12), 2, 5, "causal", torch.float32),
     ("no mask, 3 heads of 4, eps=0.1, base=100", Config(12, 3, 6, 0.1, 100.0), 2, 4, None, torch.float64),
     ("causal and padding mask (B, 1, n, n), 4 heads of 2", Config(8, 4, 10), 2, 6, "padded", torch.float64),
+    ("one token, causal", Config(4, 2, 6), 3, 1, "causal", torch.float64),
 ]
 
 
