@@ -4,8 +4,9 @@
 embeddings, positional encodings, N× encoder blocks, N× decoder blocks with masked
 self-attention, cross-attention and feed-forward sublayers, residuals and norms, linear
 and softmax) and lights the named parts, graying the rest. Every notebook opens with it,
-its own section's parts lit (``SECTIONS``). ``attention_head_shapes`` draws one head of
-10.2 as the matrix products it is, with their shapes.
+its own section's parts lit (``SECTIONS``); 10.7 opens with its own picture, a GPT beside a
+Llama (``DECODER_ONLY_PARTS``). ``attention_head_shapes`` draws one head of 10.2 as the
+matrix products it is, with their shapes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,29 @@ QKV_ARROWS = ("encoder_qkv", "decoder_self_qkv", "decoder_cross_qkv")
 ENCODER_BLOCK = ("encoder_stack", "encoder_qkv", "encoder_self_attention", "encoder_add_norm_1",
                  "encoder_feed_forward", "encoder_add_norm_2", "encoder_residuals")
 
+#: The parts of the decoder-only picture: a GPT (left) and a Llama (right), both pre-norm.
+DECODER_ONLY_PARTS = {
+    **{f"{m}_{part}": f"{name}: {what}" for m, name in (("gpt", "the GPT"), ("llama", "the Llama"))
+       for part, what in (
+        ("tokens", "the tokens so far"),
+        ("embedding", "the token embedding"),
+        ("norm_1", "the norm before the attention (pre-norm)"),
+        ("attention", "masked multi-head self-attention (the causal mask)"),
+        ("norm_2", "the norm before the feed-forward network"),
+        ("feed_forward", "the feed-forward network"),
+        ("residuals", "the residual adds: each sublayer's output added to its input"),
+        ("stack", "the pre-norm block, stacked N times"),
+        ("final_norm", "the final norm that a pre-norm stack ends with"),
+        ("head", "the output layer: one logit per token of the vocabulary"),
+        ("tied", "the output layer's weight is the token embedding's (tied)"),
+        ("softmax", "the softmax: the probabilities of the next token"))},
+    "gpt_positions": "the GPT: learned positions, one vector per position up to max_len, added",
+    "llama_rotary": "the Llama: rotary positions, turning q and k in every attention (10.4's apply_rotary)",
+}
+#: What 10.7 lights: everything but the GPT's block, which is 10.5's (norm_first=True).
+DECODER_ONLY_SECTION = tuple(p for p in DECODER_ONLY_PARTS if p not in (
+    "gpt_norm_1", "gpt_attention", "gpt_norm_2", "gpt_feed_forward", "gpt_residuals"))
+
 #: What each section builds, lit in the picture at the top of its notebook.
 SECTIONS = {
     "10.1": ("input_embedding", *QKV_ARROWS),
@@ -61,9 +85,7 @@ SECTIONS = {
     "10.6": ("memory", "decoder_stack", "decoder_self_qkv", "decoder_self_attention",
              "decoder_add_norm_1", "decoder_cross_qkv", "decoder_cross_attention", "decoder_add_norm_2",
              "decoder_feed_forward", "decoder_add_norm_3", "decoder_residuals", "linear", "softmax"),
-    "10.7": ("outputs", "output_embedding", "output_positions", "decoder_stack", "decoder_self_qkv",
-             "decoder_self_attention", "decoder_add_norm_1", "decoder_feed_forward", "decoder_add_norm_3",
-             "decoder_residuals", "linear", "softmax"),  # decoder-only: no encoder, no cross-attention
+    "10.7": DECODER_ONLY_SECTION,  # parts of the decoder-only picture
     "10.8": ("outputs", "decoder_self_qkv", "decoder_cross_qkv", "softmax"),  # what decoding changes
 }
 CAPTIONS = {
@@ -74,7 +96,8 @@ CAPTIONS = {
     "10.4": "10.4: the positional encoding, added (+) to the token embeddings at both inputs",
     "10.5": "10.5: the encoder block, attention and feed-forward with residuals and norms, stacked N times",
     "10.6": "10.6: the decoder, joined to the encoder by cross-attention, and the output layer",
-    "10.7": "10.7: a decoder-only GPT: the decoder's masked self-attention and feed-forward, no encoder",
+    "10.7": "10.7: two decoder-only models, pre-norm, with a final norm and a tied output layer;\n"
+            "in colour what this notebook builds (the GPT's block is 10.5's)",
     "10.8": "10.8: decoding: a word chosen from the softmax is fed back as the next output;\n"
             "the keys and values of the decoder's attention are cached",
 }
@@ -166,17 +189,26 @@ def _block_arrows(c: _Canvas, x: float, ys: dict, order, residual: str) -> None:
         c.arrow(residual, (side, ys[norm]), (x - 1.0, ys[norm]))
 
 
+def picture_of(lit: set[str]):
+    """(parts, draw) of the picture that has the parts ``lit``: the decoder-only one for its own
+    parts, else the encoder-decoder."""
+    decoder_only = lit and lit <= set(DECODER_ONLY_PARTS)
+    return (DECODER_ONLY_PARTS, _draw_decoder_only) if decoder_only else (PARTS, _draw)
+
+
 def architecture(highlight: str | Iterable[str] = (), *, title: str | None = None, ax=None):
-    """Draw the encoder-decoder Transformer; light ``highlight`` (a section such as "10.5", or
-    part names from ``PARTS``), gray the rest. Returns the figure."""
+    """Draw the encoder-decoder Transformer (the decoder-only models for "10.7" or parts of
+    ``DECODER_ONLY_PARTS``); light ``highlight`` (a section such as "10.5", or part names),
+    gray the rest. Returns the figure."""
     lit = set(SECTIONS[highlight]) if isinstance(highlight, str) and highlight in SECTIONS else \
         {highlight} if isinstance(highlight, str) else set(highlight)
-    unknown = sorted(lit - set(PARTS))
+    parts, draw = picture_of(lit)
+    unknown = sorted(lit - set(parts))
     if unknown:
-        raise ValueError(f"unknown parts {unknown}; the parts are: {', '.join(PARTS)}")
+        raise ValueError(f"unknown parts {unknown}; the parts are: {', '.join(parts)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 7.4))
-    _draw(ax).paint(lit)
+    draw(ax).paint(lit)
     ax.set_xlim(0, 8.8)
     ax.set_ylim(-0.1, 8.8)
     ax.set_aspect("equal")
@@ -276,6 +308,73 @@ def _draw(ax) -> _Canvas:
     c.label("decoder_stack", dec_x - 1.8, 6.9, "decoder", fontsize=10, fontweight="bold")
 
     return c
+
+
+# ---------------------------------------------------------------- 10.7: decoder-only models
+
+def _draw_decoder_only(ax) -> _Canvas:
+    """The GPT (learned positions, LayerNorm, GELU) beside the Llama (rotary, RMSNorm, SwiGLU)."""
+    c = _Canvas(ax)
+    for m, x, norm, ffn in (("gpt", 2.2, "LayerNorm", "feed-forward (GELU)"),
+                            ("llama", 6.6, "RMSNorm", "SwiGLU feed-forward")):
+        c.label(f"{m}_stack", x, 8.75, "GPT" if m == "gpt" else "Llama", fontsize=11, fontweight="bold")
+        c.label(f"{m}_tokens", x, 0.15, "<bos> we eat", fontsize=8.5, style="italic")
+        c.arrow(f"{m}_tokens", (x, 0.35), (x, 0.75))
+        c.box(f"{m}_embedding", x, 0.97, 2.0, 0.42, "token embedding", COLOURS["embedding"])
+        if m == "gpt":
+            c.arrow(f"{m}_embedding", (x, 1.18), (x, 1.62))
+            c.plus("gpt_positions", x, 1.78, COLOURS["positions"])
+            c.box("gpt_positions", x - 1.3, 1.78, 1.2, 0.5, "learned\npositions", COLOURS["positions"],
+                  fontsize=7.5)
+            c.arrow("gpt_positions", (x - 0.7, 1.78), (x - 0.16, 1.78))
+            c.arrow("gpt_positions", (x, 1.94), (x, 2.4))
+        else:
+            c.arrow(f"{m}_embedding", (x, 1.18), (x, 2.4))
+            c.label(f"{m}_embedding", x + 0.75, 1.78, "no position\nvectors", fontsize=7, style="italic")
+        _pre_norm_block(c, m, x, norm, ffn)
+        c.box(f"{m}_final_norm", x, 6.75, 2.0, 0.4, f"final {norm}", COLOURS["norm"])
+        c.box(f"{m}_head", x, 7.45, 2.0, 0.4, "linear (tied)", COLOURS["linear"])
+        c.arrow(f"{m}_head", (x, 6.95), (x, 7.25))
+        c.box(f"{m}_softmax", x, 8.05, 2.0, 0.36, "softmax", COLOURS["softmax"])
+        c.arrow(f"{m}_softmax", (x, 7.65), (x, 7.87))
+        c.arrow(f"{m}_softmax", (x, 8.23), (x, 8.45))
+        side = x + 1.6  # the tie: the head's weight is the embedding's
+        for start, end in (((x + 1.0, 0.97), (side, 0.97)), ((side, 0.97), (side, 7.45)),
+                           ((side, 7.45), (x + 1.0, 7.45))):
+            c.arrow(f"{m}_tied", start, end, style="-", colour=COLOURS["linear"], width=1.4)
+        c.label(f"{m}_tied", side + 0.15, 4.2, "one matrix: tied", rotation=90, fontsize=7.5)
+    return c
+
+
+def _pre_norm_block(c: _Canvas, m: str, x: float, norm: str, ffn: str) -> None:
+    """x + attention(norm(x)), then h + ffn(norm(h)): the residual stream passes each sublayer by."""
+    c.frame(f"{m}_stack", x, 2.25, 2.9, 4.1, "left")
+    ys, adds, half = (2.8, 3.65, 4.85, 5.55), (4.3, 6.05), 0.36 if m == "llama" else 0.25  # half: attention's
+    for part, text, colour, y in ((f"{m}_norm_1", norm, COLOURS["norm"], ys[0]),
+                                  (f"{m}_norm_2", norm, COLOURS["norm"], ys[2]),
+                                  (f"{m}_feed_forward", ffn, COLOURS["feed"], ys[3])):
+        c.box(part, x, y, 2.0, 0.4, text, colour, fontsize=8)
+    if m == "llama":  # q and k turned by their positions inside the attention
+        c.box(f"{m}_attention", x, ys[1], 2.0, 2 * half, "", COLOURS["attention"])
+        c.label(f"{m}_attention", x, ys[1] + 0.11, "masked multi-head\nattention", fontsize=8)
+        c.box("llama_rotary", x, ys[1] - 0.21, 1.7, 0.2, "rotary on q, k", COLOURS["positions"],
+              fontsize=7)
+    else:
+        c.box(f"{m}_attention", x, ys[1], 2.0, 2 * half, "masked multi-head\nattention", COLOURS["attention"],
+              fontsize=8)
+    for lower, norm_y, add, part in ((2.45, ys[0], adds[0], f"{m}_norm_1"), (adds[0] + 0.16, ys[2], adds[1],
+                                                                                f"{m}_norm_2")):
+        c.arrow(part, (x, lower), (x, norm_y - 0.2))  # the stream into the norm
+        branch, side = lower + 0.1, x + 1.25  # ... and around the sublayer into the (+)
+        c.arrow(f"{m}_residuals", (x, branch), (side, branch), style="-")
+        c.arrow(f"{m}_residuals", (side, branch), (side, add), style="-")
+        c.arrow(f"{m}_residuals", (side, add), (x + 0.16, add))
+        c.plus(f"{m}_residuals", x, add)
+    c.arrow(f"{m}_attention", (x, ys[0] + 0.2), (x, ys[1] - half))
+    c.arrow(f"{m}_attention", (x, ys[1] + half), (x, adds[0] - 0.16))
+    c.arrow(f"{m}_feed_forward", (x, ys[2] + 0.2), (x, ys[3] - 0.2))
+    c.arrow(f"{m}_feed_forward", (x, ys[3] + 0.2), (x, adds[1] - 0.16))
+    c.arrow(f"{m}_residuals", (x, adds[1] + 0.16), (x, 6.55))
 
 
 def attention_head_shapes(n_q: int = 4, n_k: int = 4, d_k: int = 3, d_v: int = 5, ax=None):

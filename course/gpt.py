@@ -5,8 +5,12 @@ Typical use::
     train = load_sentences("train")                     # ["the black cat eats bread", ...]
     vocab = Vocab.from_sentences(train)
     batches = lm_batches(train, vocab, batch_size=64, seed=0)  # LongTensors (B, n): <bos> .. <eos> <pad>
-    history = train_lm(model, train, vocab, loss_fn, lr_at, steps=600)
-    perplexity(model, test, vocab, loss_fn), unigram_perplexity(train, test, vocab)
+    model = gpt2_init(model)                            # N(0, 0.02²), residual projections scaled
+    history = train_lm(model, train, vocab, loss_fn, lr_at, steps=600, valid=load_sentences("valid"))
+    training_curves({"GPT": history}, SHORT_FLOOR)       # loss and validation beside the learning rate
+
+Measuring (perplexity by position, baselines, the floor) is in ``course/lm_eval.py`` and
+``course/floor.py``.
 
 A token is a word; every sentence is ``<bos> w1 .. wk <eos>``, padded at the end. The model
 reads ``ids[:, :-1]`` and is scored on predicting ``ids[:, 1:]`` (``<eos>`` included, so it
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -27,9 +31,9 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
+from course.floor import Floor
+from course.lm_eval import CountLM, LossFn, plain_log_ticks, score_model
 from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
-
-LossFn = Callable[..., torch.Tensor]  # lm_loss(logits, targets, pad_id, label_smoothing)
 
 
 def load_sentences(split: str) -> list[str]:
@@ -50,62 +54,101 @@ def lm_batches(sentences: Sequence[str], vocab: Vocab, batch_size: int = 64, shu
             for start in range(0, len(order), batch_size)]
 
 
-def gpt2_init(model: nn.Module, std: float = 0.02) -> nn.Module:
-    """GPT-2's initialisation: every Linear and Embedding weight from N(0, std²), biases 0.
+#: The names of the Linear layers that end a residual branch: each block's attention output
+#: (10.3's ``w_o``) and feed-forward output (10.5's ``linear2``, a SwiGLU's ``w2``).
+RESIDUAL_PROJECTIONS = ("w_o", "linear2", "w2")
 
+
+def gpt2_init(model: nn.Module, std: float = 0.02) -> nn.Module:
+    """GPT-2's initialisation: every Linear and Embedding weight from N(0, std²), biases 0, and
+    the Linear layers that end a residual branch (``RESIDUAL_PROJECTIONS``) from
+    N(0, (std / sqrt(N))²), N the number of such layers (2 per block: 2 * n_layer).
+
+    Each block adds its two branches to the residual stream; with N of them the variance of
+    the stream would grow with N, so each adds 1/N of the variance instead (GPT-2 paper, 2.3).
     ``nn.Embedding`` starts at N(0, 1); with the output layer tied to it, the first logits
     would be of size sqrt(d_model) and the first loss far above log(vocabulary).
-    LayerNorm and RMSNorm keep their ones and zeros.
+    Norms (LayerNorm, RMSNorm) keep their ones and zeros.
     """
+    residual = [m for name, m in model.named_modules()
+                if isinstance(m, nn.Linear) and name.rsplit(".", 1)[-1] in RESIDUAL_PROJECTIONS]
     for module in model.modules():
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=std)
+            nn.init.normal_(module.weight, std=std / math.sqrt(len(residual)) if module in residual else std)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
     return model
 
 
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW's parameter groups, as GPT-3 and nanoGPT: weight decay on the weights of the
+    Linear layers only; none on biases, norms or embeddings (a Linear weight tied to an
+    embedding, as a GPT's output layer, counts as the embedding)."""
+    embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    decayed = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)} - embeddings
+    params = list(model.parameters())  # each shared parameter once
+    return [{"params": [p for p in params if id(p) in decayed], "weight_decay": weight_decay},
+            {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+
+
 @dataclass
 class History:
-    """What :func:`train_lm` recorded: the loss and the learning rate of every step."""
+    """What :func:`train_lm` recorded: the loss and learning rate of every step, and the
+    validation loss (nats per token) after the steps in ``val_steps`` (1-based counts)."""
 
     losses: list[float] = field(default_factory=list)
     lrs: list[float] = field(default_factory=list)
+    val_steps: list[int] = field(default_factory=list)
+    val_losses: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
 
+def lm_step(model: nn.Module, ids: torch.Tensor, optimizer: torch.optim.Optimizer, scheduler, loss_fn: LossFn,
+            label_smoothing: float = 0.0, max_grad_norm: float | None = 1.0) -> float:
+    """One teacher-forced update of a language model on a batch ids (B, n) of ``<bos> .. <eos>``
+    rows padded with PAD: read ids[:, :-1], predict ids[:, 1:]. Returns the batch's loss."""
+    model.train()
+    logits = model(ids[:, :-1])  # (B, n - 1, V): read <bos> w1 .. wk, predict w1 .. wk <eos>
+    loss = loss_fn(logits, ids[:, 1:], PAD, label_smoothing)
+    optimizer.zero_grad()
+    loss.backward()
+    if max_grad_norm is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
 def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
-             lr_at: Callable[[int], float], steps: int, batch_size: int = 64,
-             label_smoothing: float = 0.0, weight_decay: float = 0.1, progress: bool = True) -> History:
-    """Train ``model`` (ids (B, n) -> logits (B, n, V)) to predict the next word; AdamW.
+             lr_at: Callable[[int], float], steps: int, batch_size: int = 64, label_smoothing: float = 0.0,
+             weight_decay: float = 0.1, valid: Sequence[str] | None = None, eval_every: int = 50,
+             step: Callable[..., float] = lm_step, progress: bool = True) -> History:
+    """Train ``model`` (ids (B, n) -> logits (B, n, V)) to predict the next word with AdamW
+    (betas 0.9, 0.95; ``param_groups``), ``steps`` calls of ``step`` on seeded shuffled batches.
 
-    ``lr_at(step)`` is the learning rate of each step: ``LambdaLR`` multiplies the
-    optimiser's base rate 1.0 by it. ``loss_fn`` is called as
-    ``loss_fn(logits, targets, PAD, label_smoothing)``. Gradients are clipped to norm 1.
+    ``lr_at(step)`` is the learning rate of each step (0-based): ``LambdaLR`` multiplies the
+    optimiser's base rate 1.0 by it. ``step(model, ids, optimizer, scheduler, loss_fn,
+    label_smoothing)`` does one update (``lm_step``: clips the gradients to norm 1). With
+    ``valid`` sentences, their loss per token (``loss_fn``, no smoothing) is recorded every
+    ``eval_every`` steps and after the last.
     """
-    import time
-
     device = next(model.parameters()).device
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1.0, betas=(0.9, 0.95), weight_decay=weight_decay)
+    optimizer = torch.optim.AdamW(param_groups(model, weight_decay), lr=1.0, betas=(0.9, 0.95))
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_at)  # lr = 1.0 * lr_at(step)
     history, epoch, start = History(), 0, time.perf_counter()
-    model.train()
     with one_thread(), tqdm(total=steps, desc="training", disable=not progress) as bar:
         while len(history.losses) < steps:
             for ids in lm_batches(sentences, vocab, batch_size, seed=epoch):
-                ids = ids.to(device)  # (B, n)
-                logits = model(ids[:, :-1])  # read <bos> w1 .. wk, predict w1 .. wk <eos>
-                loss = loss_fn(logits, ids[:, 1:], PAD, label_smoothing)
-                optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 history.lrs.append(optimizer.param_groups[0]["lr"])
-                optimizer.step()
-                schedule.step()
-                history.losses.append(loss.item())
+                loss = step(model, ids.to(device), optimizer, schedule, loss_fn, label_smoothing)
+                history.losses.append(loss)
+                done = len(history.losses)
+                if valid is not None and (done % eval_every == 0 or done == steps):
+                    history.val_steps.append(done)
+                    history.val_losses.append(score_model(model, valid, vocab, loss_fn).nats_per_token())
                 bar.update()
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-                if len(history.losses) == steps:
+                bar.set_postfix(loss=f"{history.losses[-1]:.3f}")
+                if done == steps:
                     break
             epoch += 1
     model.eval()
@@ -113,35 +156,16 @@ def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: 
     return history
 
 
-@torch.no_grad()
 def perplexity(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
                batch_size: int = 200) -> float:
     """exp of the mean cross-entropy per predicted token (words and <eos>) over ``sentences``."""
-    device = next(model.parameters()).device
-    total, count = 0.0, 0
-    with one_thread():
-        for ids in lm_batches(sentences, vocab, batch_size, shuffle=False):
-            ids = ids.to(device)  # (B, n)
-            targets = ids[:, 1:]
-            kept = int((targets != PAD).sum())
-            total += loss_fn(model(ids[:, :-1]), targets, PAD, 0.0).item() * kept  # a mean: times its count
-            count += kept
-    return math.exp(total / count)
+    return score_model(model, sentences, vocab, loss_fn, batch_size).perplexity()
 
 
 def unigram_perplexity(train: Sequence[str], test: Sequence[str], vocab: Vocab) -> float:
     """The perplexity on ``test`` of the model that ignores context: each word (and <eos>) with
     its frequency among the predicted tokens of ``train``. A language model must beat it."""
-    def tokens(sentences):
-        return [i for s in sentences for i in vocab.encode(s)[1:]]  # words and <eos>, no <bos>
-
-    counts = Counter(tokens(train))
-    total = sum(counts.values())
-    test_tokens = tokens(test)
-    unseen = [vocab.itos[i] for i in set(test_tokens) if i not in counts]
-    if unseen:
-        raise ValueError(f"unigram_perplexity: {unseen} never occur in train; their probability would be 0")
-    return math.exp(-sum(math.log(counts[i] / total) for i in test_tokens) / len(test_tokens))
+    return CountLM.unigram(train, vocab).score(test, vocab).perplexity()
 
 
 def decode(vocab: Vocab, ids: Sequence[int]) -> str:
@@ -153,23 +177,50 @@ def decode(vocab: Vocab, ids: Sequence[int]) -> str:
 # ---------------------------------------------------------------- figures
 
 
-def loss_and_schedule(history: History, *, title: str = "Training", axes=None):
-    """Two panels: the loss of every step (with a running mean), and the learning rate."""
+def _running_mean(values: Sequence[float], window: int = 20) -> tuple[range, list[float]]:
+    """The steps (0-based) and the mean of the last ``window`` values at each."""
+    values = torch.tensor(values, dtype=torch.float64)  # (steps,)
+    window = max(1, min(window, len(values)))
+    return range(window - 1, len(values)), values.unfold(0, window, 1).mean(dim=1).tolist()
+
+
+def training_curves(histories: Mapping[str, History] | History, floor: Floor | None = None, *,
+                    title: str = "", axes=None):
+    """Two panels side by side: the training loss (mean of 20 steps) and the validation loss
+    of each run, with the data's ``floor`` (nats per token) if given; and the learning rates.
+    ``histories``: one History, or several by name. Returns the two axes."""
+    if isinstance(histories, History):
+        histories = {"": histories}
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(11, 3.2))
+        _, axes = plt.subplots(1, 2, figsize=(11, 3.4))
     loss_ax, lr_ax = axes
-    values = torch.tensor(history.losses, dtype=torch.float64)
-    loss_ax.plot(values.numpy(), color="tab:blue", alpha=0.35, label="one batch")
-    window = min(20, len(values))
-    if window > 1:
-        smooth = values.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
-        loss_ax.plot(range(window - 1, len(values)), smooth.numpy(), color="tab:blue",
-                     label=f"mean of {window} steps")
-    loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy", title=f"{title}: loss")
+    for k, (name, history) in enumerate(histories.items()):
+        colour, prefix = f"C{k}", f"{name}: " if name else ""
+        loss_ax.plot(*_running_mean(history.losses), color=colour,
+                     label=f"{prefix}training (mean of 20 steps)")
+        if history.val_steps:
+            steps = [s - 1 for s in history.val_steps]  # after step s (1-based): at index s - 1
+            loss_ax.plot(steps, history.val_losses, "o--", color=colour, markersize=4,
+                         label=f"{prefix}validation")
+        lr_ax.plot(history.lrs, color=colour, label=name or None)
+    if floor is not None:
+        loss_ax.axhline(floor.nats_per_token, color="gray", linestyle=":",
+                        label=f"floor: the data's entropy ({floor.nats_per_token:.2f})")
+    loss_ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (nats per token)",
+                title=f"{title}: loss" if title else "loss")
+    plain_log_ticks(loss_ax)
     loss_ax.legend(fontsize=8)
-    lr_ax.plot(history.lrs, color="tab:orange")
-    lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate")
+    lr_ax.set(xlabel="training step", ylabel="learning rate", title=f"{title}: learning rate" if title
+              else "learning rate")
+    if any(histories):
+        lr_ax.legend(fontsize=8)
+    loss_ax.figure.tight_layout()
     return axes
+
+
+def loss_and_schedule(history: History, *, title: str = "Training", axes=None):
+    """The old name of ``training_curves(history, title=title)``, for notebooks not yet moved to it."""
+    return training_curves(history, title=title, axes=axes)
 
 
 def compare_losses(histories: Mapping[str, History], *, ax=None):
@@ -177,10 +228,7 @@ def compare_losses(histories: Mapping[str, History], *, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3.2))
     for name, history in histories.items():
-        values = torch.tensor(history.losses, dtype=torch.float64)
-        window = max(1, min(20, len(values)))
-        smooth = values.unfold(0, window, 1).mean(dim=1)
-        ax.plot(range(window - 1, len(values)), smooth.numpy(), label=name)
+        ax.plot(*_running_mean(history.losses), label=name)
     ax.set(yscale="log", xlabel="training step", ylabel="cross-entropy (mean of 20 steps)")
     ax.legend(fontsize=8)
     return ax

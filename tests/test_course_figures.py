@@ -100,7 +100,8 @@ from course.plotting import attention_maps_per_head, heatmap, seconds_per_call  
 def test_each_section_lights_parts_that_exist(section):
     """Does every section's highlight name only parts of the picture, and some of them?"""
     lit = set(arch.SECTIONS[section])
-    assert lit and lit <= set(arch.PARTS)
+    parts, _ = arch.picture_of(lit)
+    assert lit and lit <= set(parts)
     assert section in arch.CAPTIONS
 
 
@@ -111,23 +112,52 @@ def test_architecture_renders_with_the_section_lit(section):
     fig.savefig(io.BytesIO(), format="png")
     plt.close(fig)
     fig, ax = plt.subplots()
-    canvas = arch._draw(ax)
-    canvas.paint(set(arch.SECTIONS[section]))
+    lit_parts = set(arch.SECTIONS[section])
+    canvas = arch.picture_of(lit_parts)[1](ax)
+    canvas.paint(lit_parts)
     gray = matplotlib.colors.to_rgba(arch.GRAY["face"])
     for part, artists in canvas.artists.items():
         faces = [artist.get_facecolor() for artist, kind in artists if kind == "face"]
-        lit = part in arch.SECTIONS[section]
+        lit = part in lit_parts
         assert all((tuple(face) != gray) == lit for face in faces), part
     plt.close(fig)
 
 
 def test_architecture_draws_every_part_and_rejects_unknown_ones():
-    """Is every part of PARTS drawn, and an unknown part an error that lists the real ones?"""
-    fig, ax = plt.subplots()
-    assert set(arch._draw(ax).artists) == set(arch.PARTS)
-    plt.close(fig)
+    """Is every part of both pictures drawn, and an unknown part an error that lists the real ones?"""
+    for parts, draw in (arch.picture_of(set(arch.PARTS)), arch.picture_of(set(arch.DECODER_ONLY_PARTS))):
+        fig, ax = plt.subplots()
+        assert set(draw(ax).artists) == set(parts)
+        plt.close(fig)
     with pytest.raises(ValueError, match="unknown parts.*decoder_cross_attention"):
         arch.architecture(["cross_attention"])
+    with pytest.raises(ValueError, match="unknown parts.*decoder_cross_attention"):
+        arch.architecture(["gpt_head", "cross_attention"])
+
+
+def test_decoder_only_picture_shows_what_10_7_builds():
+    """Does 10.7 draw the decoder-only models (no encoder, no cross-attention): learned positions
+    beside the GPT's embedding, rotary inside the Llama's attention, a final norm and a head tied
+    to the embedding in each, the GPT's block (10.5's) gray, the rest lit?"""
+    assert arch.picture_of(set(arch.SECTIONS["10.7"]))[0] is arch.DECODER_ONLY_PARTS
+    fig = arch.architecture("10.7")
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"learned\npositions", "rotary on q, k", "final LayerNorm", "final RMSNorm", "SwiGLU feed-forward",
+            "linear (tied)", "one matrix: tied"} <= texts
+    assert not any("cross" in t or "encoder" in t for t in texts)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    canvas = arch._draw_decoder_only(ax)
+    canvas.paint(set(arch.SECTIONS["10.7"]))
+    gray = matplotlib.colors.to_rgba(arch.GRAY["face"])
+    given = {"gpt_attention": True, "gpt_feed_forward": True, "llama_rotary": False, "gpt_positions": False,
+             "llama_head": False, "gpt_tied": False}
+    for part, grayed in given.items():
+        faces = {tuple(a.get_facecolor()) for a, kind in canvas.artists[part] if kind == "face"}
+        lines = {tuple(a.get_facecolor()) for a, kind in canvas.artists[part] if kind == "line"}
+        grays = {gray, matplotlib.colors.to_rgba(arch.GRAY["edge"])}
+        assert faces | lines and (faces | lines <= grays) == grayed, part
+    plt.close(fig)
 
 
 def test_attention_head_shapes_renders():

@@ -1,9 +1,11 @@
 """Visible check of ``GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0)``.
 
 The reference is PyTorch's own layers holding the learner's weights: ``F.embedding``, one
-``nn.TransformerEncoderLayer(norm_first=True, batch_first=True)`` per block (the block's
+``nn.TransformerEncoderLayer(activation="gelu", norm_first=True, batch_first=True)`` per block (the block's
 w_q, w_k, w_v stacked into its ``in_proj``), causal and key-padding masks, ``F.layer_norm``
-and the output layer as ``F.linear`` with the token embedding itself (tied).
+and the output layer as ``F.linear`` with the token embedding itself (tied). Only the logits of
+real tokens are compared: padding comes last, so the causal mask alone already hides it from
+them, and what a padded position predicts is never used.
 """
 
 from __future__ import annotations
@@ -21,19 +23,23 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    close,
     compare_outputs,
+    expect_shape,
     expect_tensor,
     generator,
     passed,
     randn,
+    tolerance,
     visible_check,
     with_gradients,
 )
 
 HOW = ("Create, in this order: tok_embed = nn.Embedding(vocab_size, d_model), pos_embed = "
        "nn.Embedding(max_len, d_model), blocks = nn.ModuleList of num_layers TransformerBlock(d_model, "
-       "num_heads, d_ff, dropout, norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
+       "num_heads, d_ff, dropout, \"gelu\", norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
        "nn.Linear(d_model, vocab_size, bias=False), then lm_head.weight = tok_embed.weight.")
+AGAINST = 'nn.TransformerEncoderLayer(activation="gelu", norm_first=True) blocks with the same weights'
 ORDER = ("tok_embed", "pos_embed", "blocks", "norm", "lm_head")
 NOT_TIED = Mistake("not_tied", "an output layer with its own weight (a copy, not tok_embed.weight itself)",
                    "Tie them: self.lm_head.weight = self.tok_embed.weight (the same nn.Parameter).")
@@ -46,17 +52,26 @@ SCALED = Mistake("scaled_embeddings", "token embeddings multiplied by sqrt(d_mod
                  "x = tok_embed(ids) + pos_embed(positions).")
 POST_NORM = Mistake("post_norm", "post-norm blocks (norm_first=False)",
                     "Create every block with TransformerBlock(..., norm_first=True).")
+RELU = Mistake("relu_blocks", "blocks with ReLU feed-forward networks instead of GPT-2's GELU",
+               'Create every block with activation="gelu": TransformerBlock(d_model, num_heads, d_ff, '
+               'dropout, "gelu", norm_first=True).')
 NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output layer",
                         "A pre-norm stack ends with one more norm: logits = lm_head(norm(x)).")
-MASKS = "Combine them: causal_mask(n, device=ids.device) & padding_mask(ids, self.pad_id)."
-PADDING_NOT_MASKED = Mistake("padding_not_masked", "a causal mask without the padding mask", MASKS)
-NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it", MASKS)
+NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it",
+                     "Pass causal_mask(n, device=ids.device) to every block (True = may attend).")
 PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of pad_id",
-                      "Mask the keys whose id is the model's pad_id: padding_mask(ids, self.pad_id).")
+                      "Padding is the model's pad_id: padding_mask(ids, self.pad_id), if you mask it at all "
+                      "(it comes last, so the causal mask already hides it from every real token).")
+NO_EMBEDDING_DROPOUT = Mistake(
+    "no_embedding_dropout", "no dropout on the sum of the embeddings",
+    "Create nn.Dropout(dropout); apply it to tok_embed(ids) + pos_embed(positions) before the first block.")
+BLOCKS_WITHOUT_DROPOUT = Mistake(
+    "blocks_without_dropout", "blocks created without the dropout argument",
+    'Pass dropout on to every block: TransformerBlock(d_model, num_heads, d_ff, dropout, "gelu", '
+    'norm_first=True).')
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
-            SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, NO_FINAL_NORM: {"final_norm": False},
-            PADDING_NOT_MASKED: {"padding": False}, NOT_CAUSAL: {"causal": False},
-            PAD_ID_ZERO: {"padding": 0}}
+            SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, RELU: {"activation": "relu"},
+            NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
 
 
 @dataclass(frozen=True)
@@ -89,7 +104,9 @@ CONFIG = Config(vocab_size=11, d_model=8, num_heads=2, d_ff=16, num_layers=2, ma
 CASES = [  # name, B, n, padded positions at the end of row 0, dtype
     ("float32, 2 sentences, row 0 ends with 2 pad_id's", 2, 6, 2, torch.float32),
     ("float64, n = max_len", 2, 7, 3, torch.float64),
+    ("float64, one token", 3, 1, 0, torch.float64),
 ]
+DROPOUT_CONFIG = Config(vocab_size=9, d_model=4, num_heads=2, d_ff=8, num_layers=2, max_len=6, pad_id=0)
 
 
 def fail(message: str, mistake: Mistake | None = None):
@@ -155,9 +172,10 @@ def make_ids(cfg: Config, B: int, n: int, padded: int, seed: int, device="cpu") 
 
 
 @functools.cache
-def _layer(d: int, h: int, d_ff: int, norm_first: bool) -> nn.Module:
+def _layer(d: int, h: int, d_ff: int, norm_first: bool, activation: str) -> nn.Module:
     """A parameter-less template: functional_call supplies every weight."""
-    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, batch_first=True, norm_first=norm_first)
+    layer = nn.TransformerEncoderLayer(d, h, d_ff, dropout=0.0, activation=activation, batch_first=True,
+                                       norm_first=norm_first)
     return layer.train()  # dropout is 0; train() keeps PyTorch off its fused inference path
 
 
@@ -169,8 +187,8 @@ def _sinusoidal(n: int, d: int, like: torch.Tensor) -> torch.Tensor:
 
 
 def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config, *,
-                     positions="learned", scale=False, norm_first=True, final_norm=True, causal=True,
-                     padding=True) -> torch.Tensor:
+                     positions="learned", scale=False, norm_first=True, activation="gelu", final_norm=True,
+                     causal=True, padding=True) -> torch.Tensor:
     """The logits through PyTorch's layers holding ``p``; the keywords switch on known mistakes."""
     n, d = ids.shape[1], cfg.d_model
     x = F.embedding(ids, p["tok_embed.weight"]) * (math.sqrt(d) if scale else 1)  # (B, n, d)
@@ -181,7 +199,7 @@ def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config,
     blocked = torch.ones(n, n, dtype=torch.bool, device=ids.device).triu(1) if causal else None  # (n, n)
     pad_id = cfg.pad_id if padding is True else padding  # an id: the mistake of another pad_id
     padded = None if padding is False else (ids == pad_id)  # (B, n), True = ignored
-    layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first)
+    layer = _layer(d, cfg.num_heads, cfg.d_ff, norm_first, activation)
     for i in range(cfg.num_layers):
         b = {k.removeprefix(f"blocks.{i}."): v for k, v in p.items() if k.startswith(f"blocks.{i}.")}
         weights = {"self_attn.in_proj_weight": torch.cat([b[f"self_attn.w_{w}.weight"] for w in "qkv"]),
@@ -196,31 +214,63 @@ def reference_logits(p: dict[str, torch.Tensor], ids: torch.Tensor, cfg: Config,
     return F.linear(x, p["tok_embed.weight"])  # (B, n, vocab_size): the tied output layer
 
 
-def outputs(forward, leaves: dict[str, torch.Tensor], seed: int):
-    """``forward()``'s logits with the gradients of every parameter."""
-    return with_gradients(lambda: (forward(),), ("output",), leaves, seed)
+def real(logits: torch.Tensor, ids: torch.Tensor, cfg: Config) -> torch.Tensor:
+    """(B, n, V) -> (N, V): the logits of the N real tokens (padded positions are not graded)."""
+    return logits[ids != cfg.pad_id]
+
+
+def outputs(forward, leaves: dict[str, torch.Tensor], ids, cfg: Config, seed: int):
+    """``forward()``'s logits at the real tokens, with the gradients of every parameter."""
+    return with_gradients(lambda: (real(forward(), ids, cfg),), ("output",), leaves, seed)
 
 
 def reference_outputs(values: dict[str, torch.Tensor], ids, cfg: Config, seed: int):
     leaves = {k: v.detach().clone().requires_grad_() for k, v in values.items()}
-    return outputs(lambda: reference_logits(leaves, ids, cfg), leaves, seed)
+    return outputs(lambda: reference_logits(leaves, ids, cfg), leaves, ids, cfg, seed)
 
 
 def variants(values: dict[str, torch.Tensor], ids, cfg: Config) -> dict:
     """Each known mistake's logits on these weights and ids (no gradients: they only name a mistake)."""
     def run(changes):
         with torch.no_grad():
-            return {"output": reference_logits(values, ids, cfg, **changes)}
+            return {"output": real(reference_logits(values, ids, cfg, **changes), ids, cfg)}
     return {m: functools.partial(run, changes) for m, changes in MISTAKES.items()}
 
 
-def learner_outputs(model, values, ids, where: str, seed: int):
+def learner_logits(model, ids, cfg: Config, where: str, call=call_learner) -> torch.Tensor:
+    """The learner's logits (B, n, vocab_size), shape checked; ``call`` runs learner code."""
+    logits = expect_tensor(call("GPT.forward", where, model, ids), "GPT.forward", where)
+    expect_shape(logits, (*ids.shape, cfg.vocab_size), "GPT.forward", where)
+    return logits
+
+
+def learner_outputs(model, values, ids, cfg: Config, where: str, seed: int):
     params = load(model, values)
     model.zero_grad()
+    return outputs(lambda: learner_logits(model, ids, cfg, where), params, ids, cfg, seed)
 
-    def forward():
-        return expect_tensor(call_learner("GPT.forward", where, model, ids), "GPT.forward", where)
-    return outputs(forward, params, seed)
+
+def expect_embedding_dropout(GPT, cfg: Config = DROPOUT_CONFIG) -> None:
+    """GPT(..., dropout=1.0) in train mode: dropout on the embeddings' sum zeroes what enters the blocks,
+    whose own dropout zeroes what they add, so every logit is the final norm's bias scored by the tied
+    output layer, whatever the ids."""
+    args = ", ".join(map(str, cfg.args()))
+    model = call_learner("GPT", f"GPT({args}, dropout=1.0)", GPT, *cfg.args(), pad_id=cfg.pad_id, dropout=1.0)
+    expect_layout(model, cfg)
+    values = seeded_values(cfg, 5, torch.float32)
+    load(model, values)
+    ids = make_ids(cfg, 2, cfg.max_len, 0, 5)
+    model.train()
+    with torch.no_grad():
+        got = learner_logits(model, ids, cfg, "GPT(..., dropout=1.0) in train mode")
+    want = F.linear(values["norm.bias"], values["tok_embed.weight"]).expand_as(got)  # (B, n, V)
+    if close(got, want, *tolerance(torch.float32)):
+        return
+    expected = ("With dropout=1.0 in train mode, every logit of GPT should be the final norm's bias times "
+                "the tied output layer (nothing passes the dropouts), but ")
+    if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere: blocks add
+        fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
+    fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
 
 
 def build(GPT, cfg: Config, where: str):
@@ -239,9 +289,11 @@ def check_GPT(GPT) -> None:
         model = model.to(dtype)
         values = seeded_values(CONFIG, seed, dtype)
         ids = make_ids(CONFIG, B, n, padded, seed)
-        got = learner_outputs(model, values, ids, where, seed)
+        got = learner_outputs(model, values, ids, CONFIG, where, seed)
         compare_outputs(got, reference_outputs(values, ids, CONFIG, seed), "GPT", where,
-                        against="nn.TransformerEncoderLayer(norm_first=True) blocks with the same weights",
+                        against=AGAINST,
                         variants=variants(values, ids, CONFIG))
-    passed("GPT has learned positions, pre-norm blocks, a final norm and a tied output layer; its logits and "
-           "gradients match PyTorch's layers, with the causal and padding masks.")
+    expect_embedding_dropout(GPT)
+    passed("GPT has learned positions, dropout on the embeddings, pre-norm GELU blocks, a final norm and a "
+           "tied output layer; its logits and gradients at the real tokens match PyTorch's layers with the "
+           "causal mask.")

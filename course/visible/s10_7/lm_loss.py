@@ -40,13 +40,14 @@ PAD_ID_ZERO = Mistake(
     "pad_id_zero", "the positions whose target is 0 ignored instead of those whose target is pad_id",
     "Compare the targets with the pad_id argument: keep = targets != pad_id.")
 NO_LOGSUMEXP = Mistake(
-    "no_logsumexp", "log(sum(exp(logits))) without the log-sum-exp shift: exp overflows for large logits",
+    "no_logsumexp", "log(sum(exp(logits))) without the log-sum-exp shift: in float32 exp overflows to inf "
+    "above about 88",
     "Subtract each row's largest logit before exp and add it back after the log (or use torch.logsumexp).")
 
 CASES = [  # name, B, n, V, pad_id, padded positions of row 0, label_smoothing, dtype, logit scale
     ("batch of 2, padding at the end of row 0", 2, 5, 7, 0, 2, 0.0, torch.float32, 1.0),
     ("label_smoothing=0.1, pad_id=3, float64", 3, 4, 6, 3, 3, 0.1, torch.float64, 1.0),
-    ("logits of about 60, float32, label_smoothing=0.2", 2, 3, 5, 1, 1, 0.2, torch.float32, 60.0),
+    ("logits of about 100, float32, label_smoothing=0.2", 2, 3, 5, 1, 1, 0.2, torch.float32, 100.0),
 ]
 
 
@@ -70,8 +71,9 @@ def _log_probs(logits):
     return logits - logits.logsumexp(dim=-1, keepdim=True)  # (B, n, V)
 
 
-def _smoothed(logits, targets, pad_id, e, spread="all", kept="real"):
-    """The loss with label smoothing spread over ``spread`` words and the mean over ``kept`` positions."""
+def _smoothed(logits, targets, pad_id, e, *, spread, kept):
+    """The loss with label smoothing spread over ``spread`` words and the mean over ``kept`` positions
+    (a known mistake's, so both are required: the contract's is F.cross_entropy)."""
     V = logits.shape[-1]
     neg = -_log_probs(logits)  # (B, n, V)
     nll = neg.gather(-1, targets[..., None])[..., 0]  # (B, n)
@@ -88,12 +90,13 @@ def _smoothed(logits, targets, pad_id, e, spread="all", kept="real"):
 
 
 VARIANTS = {
-    SMOOTHING_OTHER_WORDS: lambda *a: _smoothed(*a, spread="others"),
-    SMOOTHING_NOT_PAD: lambda *a: _smoothed(*a, spread="not pad"),
-    SMOOTHING_SUMMED: lambda *a: _smoothed(*a, spread="sum"),
-    PADDING_IN_MEAN: lambda *a: _smoothed(*a, kept="zeroed"),
-    PADDING_NOT_IGNORED: lambda *a: _smoothed(*a, kept="every position"),
-    PAD_ID_ZERO: lambda logits, targets, pad_id, e: _smoothed(logits, targets, 0, e),
+    SMOOTHING_OTHER_WORDS: lambda *a: _smoothed(*a, spread="others", kept="real"),
+    SMOOTHING_NOT_PAD: lambda *a: _smoothed(*a, spread="not pad", kept="real"),
+    SMOOTHING_SUMMED: lambda *a: _smoothed(*a, spread="sum", kept="real"),
+    PADDING_IN_MEAN: lambda *a: _smoothed(*a, spread="all", kept="zeroed"),
+    PADDING_NOT_IGNORED: lambda *a: _smoothed(*a, spread="all", kept="every position"),
+    PAD_ID_ZERO: lambda logits, targets, pad_id, e: _smoothed(logits, targets, 0, e, spread="all",
+                                                              kept="real"),
 }
 
 

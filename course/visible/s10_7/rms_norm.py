@@ -10,11 +10,14 @@ from course.checking import (
     CheckFailure,
     Mistake,
     call_learner,
+    close,
     compare_outputs,
+    diagnose,
     expect_tensor,
     generator,
     passed,
     randn,
+    tolerance,
     visible_check,
     with_gradients,
 )
@@ -31,6 +34,10 @@ SUM_SQUARES = Mistake("sum_of_squares", "the sum of squares used instead of thei
                       "Average the squares over the last dimension: " + FORMULA)
 MEAN_OVER_ALL = Mistake("mean_over_all", "the mean square taken over the whole tensor, not over each vector",
                         "Average over the last dimension only: x.pow(2).mean(dim=-1, keepdim=True).")
+FLOAT32_INSIDE = Mistake(
+    "float32_inside", "RMSNorm computed in float32 and cast back to the dtype of x (as Llama's reference "
+    "code does for half-precision inputs): a float64 x comes out with float32's precision",
+    "Compute in the dtype of x: no .float(), .to(torch.float32) or float32 constant inside forward.")
 NO_WEIGHT = Mistake("weight_unused", "the weight never applied",
                     "Multiply by self.weight at the end: " + FORMULA)
 
@@ -99,6 +106,25 @@ def learner_forward(module, where: str):
     return forward
 
 
+#: A float64 result off by at most this share of its largest entry was computed in float32: float32
+#: rounding is about 1e-7 of it, an eps of 1e-5 instead of 1e-6 already 1e-5.
+FLOAT32_LEVEL = 1e-6
+
+
+def expect_full_precision(got, want, where: str, variants) -> None:
+    """On a float64 case, a result off by float32 rounding only, and like no other known mistake:
+    computed in float32 inside."""
+    if want["output"].dtype != torch.float64:
+        return
+    rtol, atol = tolerance(torch.float64)
+    off = [k for k, w in want.items() if not close(got[k], w, rtol, atol)]
+    if not off or diagnose(got, off[0], variants, rtol, atol) is not None:
+        return
+    if all((got[k] - w).abs().max() <= FLOAT32_LEVEL * w.abs().max() for k, w in want.items()):
+        raise CheckFailure(f"RMSNorm differs from nn.RMSNorm in {where} by float32 rounding only (x is "
+                           f"float64).\n{FLOAT32_INSIDE.sentence()}", FLOAT32_INSIDE)
+
+
 def compare_norm(module, x, eps, where, seed, device=None) -> None:
     """The learner's module (its weight seeded) against nn.RMSNorm with the same weight, and the variants."""
     d = x.shape[-1]
@@ -111,6 +137,7 @@ def compare_norm(module, x, eps, where, seed, device=None) -> None:
     want = outputs(reference, reference.weight, x, seed)
     w = weight.detach().clone().requires_grad_()
     variants = {m: (lambda f=f: outputs(lambda t: f(t, w, eps), w, x, seed)) for m, f in VARIANTS.items()}
+    expect_full_precision(got, want, where, variants)
     compare_outputs(got, want, "RMSNorm", where, against="nn.RMSNorm with the same weight", variants=variants,
                     device=device)
 

@@ -1,9 +1,13 @@
-"""Visible check of ``warmup_cosine_lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0)``."""
+"""Visible check of ``warmup_cosine_lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0)``.
+
+The reference is the contract's formula evaluated over every step of a schedule at once, as a
+float64 tensor (:func:`expected_schedule`): a whole schedule, not a learning rate, so that no
+callable of this module is an answer to hand in.
+"""
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
@@ -28,52 +32,43 @@ CASES = [  # name, peak_lr, warmup_steps, total_steps, min_lr (None: the default
     ("warm-up 4, total 12, min_lr 1e-5", 1e-3, 4, 12, 1e-5, 16),
     ("no warm-up (warmup_steps=0), min_lr 0.05", 0.5, 0, 6, 0.05, 9),
     ("warm-up 3, total 10, min_lr left at its default", 2e-3, 3, 10, None, 13),
+    ("min_lr given as the int 0", 1.0, 2, 5, 0, 7),
 ]
+#: The switches of :func:`expected_schedule` that reproduce each mistake.
+SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_ONE_LONG: {"warm_extra": 1},
+            COSINE_TO_ZERO: {"floor": "zero"}, COSINE_OVER_TOTAL: {"span": "total"},
+            DECAY_ONE_SHORT: {"end_early": 1}, NO_FLOOR: {"clamp": False}}
 
 
-def contract_lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
-    """The contract's schedule, for comparing."""
-    if step < warmup_steps:
-        return peak_lr * (step + 1) / warmup_steps
-    if step >= total_steps:
-        return min_lr
-    return min_lr + (peak_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps)
-                                                             / (total_steps - warmup_steps)))
-
-
-def _variant(kind):
-    def lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
-        warm = step <= warmup_steps if kind == "one long" else step < warmup_steps
-        if warm:
-            return peak_lr * (step if kind == "from zero" else step + 1) / warmup_steps
-        end = total_steps - 1 if kind == "one short" else total_steps
-        if step >= end and kind != "no floor":
-            return min_lr
-        span = {"over total": total_steps, "one short": total_steps - warmup_steps - 1}.get(
-            kind, total_steps - warmup_steps)
-        top, bottom = (peak_lr, 0.0) if kind == "to zero" else (peak_lr, min_lr)
-        return bottom + (top - bottom) * 0.5 * (1 + math.cos(math.pi * (step - warmup_steps) / span))
-    return lr
-
-
-VARIANTS = {WARMUP_FROM_ZERO: _variant("from zero"), WARMUP_ONE_LONG: _variant("one long"),
-            COSINE_TO_ZERO: _variant("to zero"), COSINE_OVER_TOTAL: _variant("over total"),
-            DECAY_ONE_SHORT: _variant("one short"), NO_FLOOR: _variant("no floor")}
+def expected_schedule(peak_lr, warmup_steps, total_steps, min_lr, steps, *, first=1, warm_extra=0,
+                      floor="min_lr", span="after warm-up", end_early=0, clamp=True) -> torch.Tensor:
+    """The contract's learning rates of steps 0 .. steps - 1 (float64, (steps,)); the keywords switch
+    on known mistakes."""
+    low = 0.0 if floor == "zero" or min_lr is None else float(min_lr)
+    low_floor = 0.0 if min_lr is None else float(min_lr)
+    s = torch.arange(steps, dtype=torch.float64)  # (steps,)
+    end = total_steps - end_early
+    length = total_steps if span == "total" else total_steps - warmup_steps - end_early
+    progress = (s - warmup_steps) / max(length, 1)
+    cosine = low + (peak_lr - low) * 0.5 * (1 + torch.cos(math.pi * progress))
+    decay = torch.where(s >= end, torch.full_like(s, low_floor), cosine) if clamp else cosine
+    warm = peak_lr * (s + first) / max(warmup_steps, 1)
+    return torch.where(s < warmup_steps + warm_extra, warm, decay)
 
 
 def schedule(lr, peak_lr, warmup_steps, total_steps, min_lr, steps, where: str = "") -> torch.Tensor:
-    """``lr(step, ...)`` for steps 0 .. steps - 1 as a float64 tensor; each must be a plain number."""
+    """``lr(step, ...)`` for steps 0 .. steps - 1 as a float64 tensor; each must be a Python float."""
     extra = () if min_lr is None else (min_lr,)
     values = []
     for step in range(steps):
         value = lr(step, peak_lr, warmup_steps, total_steps, *extra)
-        if isinstance(value, (bool, torch.Tensor)) or not isinstance(value, numbers.Real):
+        if not isinstance(value, float):
             raise CheckFailure(
                 f"warmup_cosine_lr should return a plain Python float (LambdaLR multiplies it by the base "
-                f"rate), but returned a {type(value).__name__} at step {step}"
+                f"rate), but returned {value!r}, of type {type(value).__name__}, at step {step}"
                 f"{' in ' + where if where else ''}. "
-                "Use math.cos and math.pi, not torch's, or return float(...).")
-        values.append(float(value))
+                "Use math.cos and math.pi, not torch's, and return float(min_lr) when min_lr is an int.")
+        values.append(value)
     return torch.tensor(values, dtype=torch.float64)
 
 
@@ -83,19 +78,18 @@ def learner(warmup_cosine_lr, where: str):
 
 def compare_schedule(warmup_cosine_lr, case) -> None:
     """The learner's schedule on every step of ``case`` against the contract's (index = step)."""
-    name, peak, warmup, total, min_lr, steps = case
+    name, *args = case
     where = f"case '{name}'"
-    args = (peak, warmup, total, min_lr, steps)
     got = schedule(learner(warmup_cosine_lr, where), *args, where)
-    variants = {m: (lambda f=f: {"output": schedule(f, *args)}) for m, f in VARIANTS.items()}
-    compare_outputs({"output": got}, {"output": schedule(contract_lr, *args)}, "warmup_cosine_lr",
+    variants = {m: (lambda c=c: {"output": expected_schedule(*args, **c)}) for m, c in SWITCHES.items()}
+    compare_outputs({"output": got}, {"output": expected_schedule(*args)}, "warmup_cosine_lr",
                     f"{where} (the index is the step)", against="the contract's formula", variants=variants)
 
 
 @visible_check
 def check_warmup_cosine_lr(warmup_cosine_lr) -> None:
-    """Every step of three schedules against the contract's formula."""
+    """Every step of four schedules against the contract's formula."""
     for case in CASES:
         compare_schedule(warmup_cosine_lr, case)
     passed("warmup_cosine_lr warms up from the first step, decays to min_lr along a cosine, and stays there; "
-           "warmup_steps=0 works too.")
+           "warmup_steps=0 and an int min_lr work too.")

@@ -1,21 +1,25 @@
 """Hidden check of ``GPT``: layout and tied weights, then logits and gradients against PyTorch's layers
-(``nn.TransformerEncoderLayer(norm_first=True)`` blocks, ``F.layer_norm``, the tied ``F.linear``)."""
+(GELU ``nn.TransformerEncoderLayer(norm_first=True)`` blocks, ``F.layer_norm``, the tied ``F.linear``)."""
 
 from __future__ import annotations
 
 import torch
 
 from course.visible.s10_7.gpt import (
+    AGAINST,
     MISTAKES,
     Config,
+    expect_embedding_dropout,
     expect_layout,
+    learner_logits,
     make_ids,
     outputs,
+    real,
     reference_logits,
     reference_outputs,
     seeded_values,
 )
-from grader.checks.core import Case, call_learner, expect_tensor
+from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, build_module, check_unplaced_tensors, registered
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
@@ -44,15 +48,16 @@ def _inputs(case: Case, device):
 def _variant(changes):
     def run(case, device):
         values, ids = _inputs(case, device)
+        cfg = case.params["config"]
         with torch.no_grad():
-            return {"output": reference_logits(values, ids, case.params["config"], **changes)}
+            return {"output": real(reference_logits(values, ids, cfg, **changes), ids, cfg)}
     return run
 
 
 @registered
 class GPTModule(Exercise):
     name = "GPT"
-    reference_name = "nn.TransformerEncoderLayer(norm_first=True) blocks with the same weights"
+    reference_name = AGAINST
     forbidden = ATTENTION | MULTIHEAD
     mistakes = {m: _variant(changes) for m, changes in MISTAKES.items()}
 
@@ -70,11 +75,11 @@ class GPTModule(Exercise):
             for name, value in values.items():
                 params[name].copy_(value)
 
-        def forward():
-            out = call_learner(self.name, self.forbidden, case, model, ids)
-            return expect_tensor(out, f"{self.name}.forward", case)
+        def watched(what, where, fn, *args):
+            return call_learner(self.name, self.forbidden, case, fn, *args)
 
-        return outputs(forward, {name: params[name] for name in values}, case.seed)
+        return outputs(lambda: learner_logits(model, ids, cfg, str(case), watched),
+                       {name: params[name] for name in values}, ids, cfg, case.seed)
 
     def reference(self, case, device):
         values, ids = _inputs(case, device)
@@ -85,3 +90,4 @@ class GPTModule(Exercise):
 
         model, ids = impl(*cfg.args(), pad_id=cfg.pad_id), make_ids(cfg, 2, 5, 1, 0)
         check_unplaced_tensors(self.name, lambda: model(ids))  # only forward's new tensors go to 'meta'
+        expect_embedding_dropout(impl, Config(7, 6, 3, 12, 3, 5, 2))

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from course.checking import CheckFailure
-from course.visible.s10_7.rms_norm import HOW, VARIANTS, learner_forward, outputs, reference_norm
+from course.visible.s10_7.rms_norm import (
+    HOW,
+    VARIANTS,
+    expect_full_precision,
+    learner_forward,
+    outputs,
+    reference_norm,
+)
 from grader.checks.core import Case, call_learner, expect_tensor, generator, randn
 from grader.checks.exercise import (
     Exercise,
@@ -79,7 +88,10 @@ class RMSNormModule(Exercise):
             out = call_learner(self.name, self.forbidden, case, forward, t)
             return expect_tensor(out, f"{self.name}.forward", case)
 
-        return outputs(watched, params["weight"], x, case.seed)
+        got = outputs(watched, params["weight"], x, case.seed)
+        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+        expect_full_precision(got, self.expected(case, device), str(case), variants)
+        return got
 
     def reference(self, case, device):
         x, weight = _inputs(case, device)

@@ -6,13 +6,15 @@ import torch
 from torch import nn
 
 from course.visible.s10_7.gpt import (
+    BLOCKS_WITHOUT_DROPOUT,
+    NO_EMBEDDING_DROPOUT,
     NO_FINAL_NORM,
     NO_POSITIONS,
     NOT_CAUSAL,
     NOT_TIED,
     PAD_ID_ZERO,
-    PADDING_NOT_MASKED,
     POST_NORM,
+    RELU,
     SCALED,
     SINUSOIDAL,
 )
@@ -28,6 +30,8 @@ def family(TransformerBlock):
         """A right answer: its own masks (True = may attend), positions from a buffer-free arange."""
 
         norm_first = True
+        activation = "gelu"
+        block_dropout = 1
         tie = "same"
 
         def __init__(self, vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0):
@@ -35,11 +39,12 @@ def family(TransformerBlock):
             self.pad_id = pad_id
             self.tok_embed = nn.Embedding(vocab_size, d_model)
             self.pos_embed = nn.Embedding(max_len, d_model)
-            block = (d_model, num_heads, d_ff, dropout)
-            self.blocks = nn.ModuleList([TransformerBlock(*block, norm_first=self.norm_first)
+            block = (d_model, num_heads, d_ff, dropout * self.block_dropout)
+            self.blocks = nn.ModuleList([TransformerBlock(*block, self.activation, norm_first=self.norm_first)
                                          for _ in range(num_layers)])
             self.norm = nn.LayerNorm(d_model)
             self.lm_head = nn.Linear(d_model, vocab_size, bias=False)
+            self.drop = nn.Dropout(dropout)
             if self.tie == "same":
                 self.lm_head.weight = self.tok_embed.weight
             elif self.tie == "copy":
@@ -49,7 +54,7 @@ def family(TransformerBlock):
 
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
-            return self.tok_embed(ids) + self.pos_embed(positions)  # (B, n, d)
+            return self.drop(self.tok_embed(ids) + self.pos_embed(positions))  # (B, n, d)
 
         def mask(self, ids):
             n = ids.shape[1]
@@ -80,6 +85,9 @@ def family(TransformerBlock):
     class PostNorm(Written):
         norm_first = False
 
+    class ReLUBlocks(Written):
+        activation = "relu"
+
     class NoPositions(Written):
         def embed(self, ids):
             return self.tok_embed(ids)
@@ -93,6 +101,19 @@ def family(TransformerBlock):
             table[:, 0::2], table[:, 1::2] = (position * omega).sin(), (position * omega).cos()
             return self.tok_embed(ids) + table.to(self.tok_embed.weight.dtype)
 
+    class NoEmbeddingDropout(Written):
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.tok_embed(ids) + self.pos_embed(positions)
+
+    class BlocksWithoutDropout(Written):
+        block_dropout = 0
+
+    class DropoutOnTokensOnly(Written):
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.drop(self.tok_embed(ids)) + self.pos_embed(positions)
+
     class Scaled(Written):
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
@@ -103,6 +124,8 @@ def family(TransformerBlock):
             return self.lm_head(x)
 
     class CausalOnly(Written):
+        """A right answer: padding comes last, so the causal mask alone hides it from every real token."""
+
         def mask(self, ids):
             n = ids.shape[1]
             return torch.ones(n, n, dtype=torch.bool, device=ids.device).tril()
@@ -149,14 +172,20 @@ def answers(solution):
         right("solution", solution["GPT"]),
         right("GPTWritten", c["Written"]),
         right("GPTEinsum", c["Einsum"]),
+        right("GPT with the causal mask alone", c["CausalOnly"]),
         bug("lm_head a copy", c["Copy"], hidden="not tok_embed.weight", mistake=NOT_TIED),
         bug("lm_head shares .data only", c["SharedData"], mistake=NOT_TIED),
         bug("post-norm blocks", c["PostNorm"], hidden="differs", mistake=POST_NORM),
+        bug("ReLU blocks", c["ReLUBlocks"], hidden="differs", mistake=RELU),
         bug("no positions", c["NoPositions"], mistake=NO_POSITIONS),
         bug("sinusoidal positions", c["Sinusoidal"], mistake=SINUSOIDAL),
         bug("embeddings scaled by sqrt(d)", c["Scaled"], mistake=SCALED),
         bug("final norm unused", c["NoFinalNorm"], mistake=NO_FINAL_NORM),
-        bug("padding keys not masked", c["CausalOnly"], mistake=PADDING_NOT_MASKED),
+        bug("no dropout on the embeddings", c["NoEmbeddingDropout"], hidden="dropout=1.0",
+            mistake=NO_EMBEDDING_DROPOUT),
+        bug("blocks without dropout", c["BlocksWithoutDropout"], hidden="blocks still add",
+            mistake=BLOCKS_WITHOUT_DROPOUT),
+        bug("dropout on the token embedding only", c["DropoutOnTokensOnly"], mistake=NO_EMBEDDING_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),

@@ -84,6 +84,13 @@ def no_logsumexp(logits, targets, pad_id, label_smoothing=0.0):
     return per[targets != pad_id].mean()
 
 
+def logsumexp_unshifted(logits, targets, pad_id, label_smoothing=0.0):
+    """log(sum(exp(z))) written out without subtracting the largest logit: inf above about 88 in float32."""
+    neg = logits.exp().sum(-1, keepdim=True).log() - logits  # (B, n, V): -log p_v
+    per = (1 - label_smoothing) * neg.gather(-1, targets[..., None])[..., 0] + label_smoothing * neg.mean(-1)
+    return per[targets != pad_id].mean()
+
+
 def count_clamped(logits, targets, pad_id, label_smoothing=0.0):
     """0 instead of nan when every target is padding."""
     keep = targets != pad_id
@@ -139,6 +146,7 @@ def answers(solution):
         bug("padding not ignored", padding_not_ignored, mistake=PADDING_NOT_IGNORED),
         bug("pad_id 0 hard-coded", pad_zero_hardcoded, hidden="differs", mistake=PAD_ID_ZERO),
         bug("no log-sum-exp", no_logsumexp, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
+        bug("log-sum-exp without the shift", logsumexp_unshifted, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("0 when all padded", count_clamped, hidden="should be nan"),
         bug("calls F.cross_entropy", calls_cross_entropy, hidden="No credit.*cross_entropy", only=REFERENCE),
         bug("calls torch.log_softmax", calls_log_softmax, hidden="No credit.*log_softmax", only=REFERENCE),

@@ -6,6 +6,7 @@ from torch import nn
 
 from course.visible.s10_7.rms_norm import (
     EPS_OUTSIDE,
+    FLOAT32_INSIDE,
     LAYER_NORM,
     MEAN_OVER_ALL,
     NO_SQRT,
@@ -96,6 +97,14 @@ class InFloat32(Base):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()
 
 
+class Float32Inside(Base):
+    """Llama's reference RMSNorm: the statistic in float32, the result cast back to the dtype of x."""
+
+    def forward(self, x):
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
+
 class FixedDevice(Base):
     def forward(self, x):
         eps = torch.full((1,), self.eps, dtype=x.dtype)  # on the CPU whatever x's device
@@ -117,5 +126,6 @@ def answers(solution):
         bug("with a bias", WithBias, hidden="bias"),
         bug("weight starts random", RandomStart, hidden="start as ones"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),
+        bug("float32 inside, cast back", Float32Inside, hidden="float32 rounding", mistake=FLOAT32_INSIDE),
         bug("eps on a fixed device", FixedDevice, hidden="without a device", only=DEVICE),
     ]

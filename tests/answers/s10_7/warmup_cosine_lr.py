@@ -29,7 +29,7 @@ def lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
 def lr_numpy(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
     """numpy's cosine: a numpy float, which LambdaLR takes too."""
     if step >= total_steps:
-        return min_lr
+        return float(min_lr)
     if step >= warmup_steps:
         t = (step - warmup_steps) / (total_steps - warmup_steps)
         return min_lr + 0.5 * (peak_lr - min_lr) * (1 + np.cos(np.pi * t))
@@ -94,6 +94,13 @@ def no_floor(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
     return _cosine(step, peak_lr, warmup_steps, total_steps - warmup_steps, min_lr)
 
 
+def min_lr_as_given(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """Right numbers, but min_lr returned as it came: an int when it was given as one."""
+    if step >= total_steps:
+        return min_lr
+    return lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr)
+
+
 def answers(solution):
     return [
         right("solution", solution["warmup_cosine_lr"]),
@@ -106,5 +113,6 @@ def answers(solution):
         bug("decay ends a step early", decay_one_short, mistake=DECAY_ONE_SHORT),
         bug("no floor after total_steps", no_floor, mistake=NO_FLOOR),
         bug("returns a tensor", lr_tensor, hidden="plain Python float"),
+        bug("returns min_lr as an int", min_lr_as_given, hidden="plain Python float.*type int"),
         bug("divides by warmup_steps=0", lr_warmup_ratio, hidden="ZeroDivisionError"),
     ]
