@@ -33,7 +33,7 @@ from tqdm.auto import tqdm
 from course.checking.outputs import single_thread as one_thread  # the notebook's name for it
 from course.floor import Floor
 from course.lm_eval import CountLM, LossFn, plain_log_ticks, score_model
-from course.translation import EOS, PAD, Vocab, load_pairs, pad_batch
+from course.translation import EOS, Vocab, load_pairs, pad_batch
 
 
 def load_sentences(split: str) -> list[str]:
@@ -103,32 +103,17 @@ class History:
     seconds: float = 0.0
 
 
-def lm_step(model: nn.Module, ids: torch.Tensor, optimizer: torch.optim.Optimizer, scheduler, loss_fn: LossFn,
-            label_smoothing: float = 0.0, max_grad_norm: float | None = 1.0) -> float:
-    """One teacher-forced update of a language model on a batch ids (B, n) of ``<bos> .. <eos>``
-    rows padded with PAD: read ids[:, :-1], predict ids[:, 1:]. Returns the batch's loss."""
-    model.train()
-    logits = model(ids[:, :-1])  # (B, n - 1, V): read <bos> w1 .. wk, predict w1 .. wk <eos>
-    loss = loss_fn(logits, ids[:, 1:], PAD, label_smoothing)
-    optimizer.zero_grad()
-    loss.backward()
-    if max_grad_norm is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-    optimizer.step()
-    scheduler.step()
-    return loss.item()
-
-
 def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
              lr_at: Callable[[int], float], steps: int, batch_size: int = 64, label_smoothing: float = 0.0,
              weight_decay: float = 0.1, valid: Sequence[str] | None = None, eval_every: int = 50,
-             step: Callable[..., float] = lm_step, progress: bool = True) -> History:
+             *, step: Callable[..., float], progress: bool = True) -> History:
     """Train ``model`` (ids (B, n) -> logits (B, n, V)) to predict the next word with AdamW
     (betas 0.9, 0.95; ``param_groups``), ``steps`` calls of ``step`` on seeded shuffled batches.
 
     ``lr_at(step)`` is the learning rate of each step (0-based): ``LambdaLR`` multiplies the
     optimiser's base rate 1.0 by it. ``step(model, ids, optimizer, scheduler, loss_fn,
-    label_smoothing)`` does one update (``lm_step``: clips the gradients to norm 1). With
+    label_smoothing)`` does one update: the notebook's own (10.6's ``train_step`` for a
+    language model), so that nothing shipped here is a training step to hand in. With
     ``valid`` sentences, their loss per token (``loss_fn``, no smoothing) is recorded every
     ``eval_every`` steps and after the last.
     """

@@ -26,8 +26,6 @@ from samples import ROOT, as_python, load_solution_namespace
 from tests.answers import assignment_of
 
 #: Exercises whose shipped reference still earns credit; fixed on other branches (issue 27).
-KNOWN = {"warmup_cosine_lr": "contract_lr (course/visible/s10_7) is fixed on the branch that rebuilds 10.7",
-         "next_token_probs": "contract_probs moves to s10_8 and is fixed on the branch that builds 10.8"}
 SECONDS = 20  # a candidate that runs longer earns nothing either; the limit keeps the test finite
 
 
@@ -140,14 +138,12 @@ def test_the_release_ships_callables_to_try():
     """Are the shipped modules and the given cells' definitions found (so the test below tries them)?"""
     modules = shipped_modules()
     assert "course.checking" in modules and "course.visible.s10_7.warmup_cosine_lr" in modules
-    assert "course.visible.s10_7.warmup_cosine_lr.contract_lr" in CANDIDATES
+    assert "course.visible.s10_7.warmup_cosine_lr.expected_schedule" in CANDIDATES
     assert sum(name.startswith("10.") for name in CANDIDATES) >= 10  # the given cells' own
 
 
 @pytest.mark.slow  # about 25 CPU seconds: some 1 400 candidates
-@pytest.mark.parametrize("exercise", [
-    pytest.param(name, marks=pytest.mark.xfail(reason=KNOWN[name], strict=True)) if name in KNOWN else name
-    for name in EXERCISES])
+@pytest.mark.parametrize("exercise", EXERCISES)
 def test_nothing_shipped_earns_credit(exercise):
     """Does every shipped callable that fits the exercise's signature fail its hidden check?"""
     reference = solutions().get(exercise)
