@@ -29,7 +29,7 @@ from bench import ROOT
 from grader.paths import SOLUTIONS, assignment_folders, section_of
 
 #: Targets from the course's timing budget (seconds on 2 cores, MB), by section.
-TARGET_SECONDS = {"10.6": 90.0, "10.7": 90.0, "10.8": 60.0}
+TARGET_SECONDS = {"10.6": 60.0, "10.7": 60.0, "10.8": 60.0}
 DEFAULT_TARGET_SECONDS = 20.0
 TARGET_PEAK_MB = 1536.0
 
