@@ -105,6 +105,24 @@ def test_leak_detector_catches_a_planted_solution(release, tmp_path):
     assert any("solution line" in leak for leak in leaks), leaks
 
 
+def test_leak_detector_catches_a_given_cell_repeating_a_later_answer(release, tmp_path):
+    """Would a given cell of 10.7 that repeats two lines of 10.8's sample answer be caught, though
+    10.8 is released too (given code may carry earlier answers only)?"""
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    later = sorted(bundle.answer_lines(next(SOLUTIONS.glob("10.8*/*.ipynb"))))
+    notebook = next((copy / "notebooks").glob("10.7*/*.ipynb"))
+    nb = nbformat.read(notebook, as_version=4)
+    given = next(c for c in nb.cells if c.cell_type == "code" and "NotImplementedError" not in c.source)
+    given.source += "\n" + "\n".join(later[:1])
+    nbformat.write(nb, notebook)
+    assert not bundle.repeated_answers(notebook, {"10.8": set(later)}), "one line is no answer"
+    given.source += "\n" + "\n".join(later[1:2])
+    nbformat.write(nb, notebook)
+    leaks = bundle.find_leaks(copy, SOLUTIONS)
+    assert any("lines of an answer still ahead" in leak for leak in leaks), leaks
+
+
 def test_leak_detector_catches_instructor_files(release, tmp_path):
     """Would the training recipe, a gradebook or grading code in the bundle be caught?"""
     copy = tmp_path / "release"

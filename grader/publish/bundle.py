@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 from grader.errors import PublishError, UsageError
-from grader.paths import RELEASE, assignment_names, course_root, section_of
+from grader.paths import RELEASE, assignment_names, course_root, section_of, section_order
 from grader.publish import learner, setup_cell
 
 DEFAULT_REPOSITORY = "transformer-course/transformer-course"
@@ -380,6 +380,9 @@ MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN T
 
 
 SOLUTION_BLOCK = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+#: Lines of an answer this long are distinctive (a bare ``loss.backward()`` is not): a given cell
+#: holding two of them, of its own section's answers or a later one's, repeats an answer.
+DISTINCTIVE, REPEATED = 25, 2
 
 
 def solution_lines(notebook: Path, min_length: int = 12) -> set[str]:
@@ -431,7 +434,8 @@ def find_leaks(bundle: Path, solutions: Path, due: list[str] | None = None) -> l
     leaks += [f"notebooks/{a}: section not yet due" for a in present if a not in due]
     known = set().union(*(all_lines(sources[a]) for a in due if a in sources))
     future = set().union(*(solution_lines(p) for a, p in sources.items() if a not in due)) - known
-    helpers = set().union(*(solution_lines(p, min_length=25) for p in sources.values()))
+    helpers = set().union(*(solution_lines(p, min_length=DISTINCTIVE) for p in sources.values()))
+    answers = {a: answer_lines(p) for a, p in sources.items()}
     for path in files:
         if not path.is_file() or path.suffix not in {".ipynb", ".py", ".md", ".txt", ".yml", ".toml"}:
             continue
@@ -439,10 +443,36 @@ def find_leaks(bundle: Path, solutions: Path, due: list[str] | None = None) -> l
         name = path.relative_to(bundle)
         leaks += [f"{name}: {m!r}" for m in MARKERS if m in text]
         if path.suffix == ".ipynb":
+            leaks += repeated_answers(path, answers)
             own = solution_lines(sources[path.parent.name]) if path.parent.name in sources else set()
             leaks += [f"{name}: solution line {line!r}" for line in sorted(own) if line in text]
             leaks += [f"{name}: solution line of a section not yet due {line!r}"
                       for line in sorted(future - own) if line in text]
         elif path.suffix == ".py":
             leaks += [f"{name}: solution line {line!r}" for line in sorted(helpers) if line in text]
+    return leaks
+
+
+def answer_lines(notebook: Path) -> set[str]:
+    """The distinctive lines (``DISTINCTIVE`` characters or more, no comment lines) inside the
+    solution blocks of an instructor notebook, wherever else they also stand."""
+    return {line.strip() for source in code_cells(notebook) for block in SOLUTION_BLOCK.findall(source)
+            for line in block.splitlines()
+            if len(line.strip()) >= DISTINCTIVE and not line.strip().startswith("#")}
+
+
+def repeated_answers(notebook: Path, answers: dict[str, set[str]]) -> list[str]:
+    """Each code cell of a learner notebook holding ``REPEATED`` or more lines of the answers
+    (``answers``: assignment -> :func:`answer_lines`) of its own section or a later one, released or
+    not, that no earlier section's answer has: given code may carry earlier answers, never the
+    exercises still ahead."""
+    here = section_order(notebook.parent.name)
+    earlier = set().union(*(lines for name, lines in answers.items() if section_order(name) < here))
+    ahead = set().union(*(lines for name, lines in answers.items() if section_order(name) >= here)) - earlier
+    leaks = []
+    for index, source in enumerate(code_cells(notebook)):
+        repeated = sorted({line.strip() for line in source.splitlines()} & ahead)
+        if len(repeated) >= REPEATED:
+            leaks.append(f"{notebook.parent.name}/{notebook.name}: code cell {index} repeats "
+                         f"{len(repeated)} lines of an answer still ahead, e.g. {repeated[0]!r}")
     return leaks
