@@ -24,7 +24,7 @@ import nbformat
 import pytest
 import torch
 
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.fingerprint import content_hash
 from grader.autograde.host.options import Options
 from grader.autograde.host.run import autograde

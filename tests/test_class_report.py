@@ -9,11 +9,11 @@ import re
 
 import pytest
 
+from grader import results as report
 from grader.__main__ import main
-from grader.autograde import results as report
-from grader.autograde.results import ERROR, FLAGGED, OK, Result
 from grader.report import report_out, write_report
 from grader.report.summary import COLUMNS, csv_text, summarize, to_review
+from grader.results import ERROR, FLAGGED, OK, Result
 
 A, B = "10.1-self-attention", "10.2-scaled-dot-product-attention"
 K_FROM_Q = {"name": "k_from_q", "description": "K computed with W_q"}

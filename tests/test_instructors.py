@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader import late
+from grader import results as report
 from grader.__main__ import main
-from grader.autograde import results as report
 from grader.autograde.host.submissions import course_assignments, extract_zip, read_lms
 from grader.errors import ExportError, GradebookError
 from grader.export import export

@@ -120,7 +120,7 @@ def test_package_faces_import_nothing(package):
 #: What the code of each process's folder of grader/autograde/ may import of the others:
 #: the worker never imports the host, the launcher nothing but itself (the host orchestrates
 #: both, and may use anything).
-PROCESSES = {"worker": ("worker", "sandbox.config", "messages", "results"),
+PROCESSES = {"worker": ("worker", "sandbox.config", "messages"),
              "sandbox": ("sandbox",)}
 
 
@@ -149,10 +149,40 @@ def test_the_check_finds_a_planted_cross_process_import(tmp_path):
     autograde = shutil.copytree(ROOT / "grader" / "autograde", tmp_path / "autograde",
                                 ignore=shutil.ignore_patterns("__pycache__"))
     (autograde / "worker" / "planted.py").write_text("from grader.autograde.host import run\n")
-    (autograde / "sandbox" / "planted.py").write_text("from ..results import Result\n")
+    (autograde / "sandbox" / "planted.py").write_text("from ..messages import GradeJob\n")
     found = cross_process_imports(autograde)
     assert "worker/planted.py imports grader.autograde.host" in found
-    assert "sandbox/planted.py imports grader.autograde.results" in found
+    assert "sandbox/planted.py imports grader.autograde.messages" in found
+
+
+#: Modules every part of the grader reads, and what of the grader each may import: nothing
+#: that imports them back (the arrows go one way, into these).
+SHARED = {"grader/results.py": (), "grader/errors.py": (), "grader/paths.py": ("grader.errors",)}
+
+
+def imports_back_up(root: Path) -> list[str]:
+    found = []
+    for where, allowed in SHARED.items():
+        for module in imported_modules(root / where, package=".".join(Path(where).parts[:-1])):
+            if module.split(".")[0] == "grader" and module not in allowed:
+                found.append(f"{where} imports {module}")
+    return found
+
+
+def test_shared_modules_import_nothing_that_uses_them():
+    """Do the results, the errors and the paths, which the commands, the host and the worker
+    all read, import nothing else of the grader?"""
+    assert imports_back_up(ROOT) == []
+
+
+def test_the_check_finds_a_planted_import_back_up(tmp_path):
+    """Would grader/results.py importing a command's module be caught (testing the test)?"""
+    for where in SHARED:
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / where, tmp_path / where)
+    with open(tmp_path / "grader/results.py", "a") as module:
+        module.write("from .report import summary\n")
+    assert imports_back_up(tmp_path) == ["grader/results.py imports grader.report"]
 
 
 def test_only_the_command_line_exits():
@@ -212,7 +242,7 @@ DEFINED_ONCE = {
     "grader/paths.py": {"COURSE_ID", "SOLUTIONS", "RELEASE", "GRADEBOOK", "PACKAGE_DIR",
                         "NBGRADER_CONFIG", "section_of", "assignment_names", "assignment_folders",
                         "nbgrader_config", "CourseLayout", "grading_packages", "course_root"},
-    "grader/autograde/results.py": {"exercise_name", "Result", "settle"},
+    "grader/results.py": {"exercise_name", "Result", "settle"},
     "course/translation.py": {"DATA_DIR"},
     "samples.py": {"ROOT", "notebook_path", "load_solution_namespace"},
 }

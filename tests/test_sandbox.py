@@ -14,13 +14,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.guard import Guard
 from grader.autograde.host.sandbox import readable_paths
-from grader.autograde.results import ERROR, FLAGGED, OK, Result
 from grader.autograde.sandbox.config import SandboxConfig
 from grader.autograde.sandbox.launcher import bwrap_args
 from grader.autograde.worker.cells import grader_failure
+from grader.results import ERROR, FLAGGED, OK, Result
 from tests.settings import GRADING, ROOT
 from tests.submissions import planted
 

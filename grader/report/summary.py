@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from grader.autograde.host.submissions import NO_SUBMISSION
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, number
 from grader.paths import section_order
+from grader.results import ERROR, FLAGGED, OK, Result, number
 
 #: How one graded submission did on one exercise, in the report's order.
 FULL, PARTIAL, ZERO, NOT_ATTEMPTED = "full marks", "partial", "zero", "not attempted"

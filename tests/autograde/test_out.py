@@ -7,7 +7,7 @@ import csv
 import io
 
 from grader.autograde.host.out import Out
-from grader.autograde.results import Result, csv_text, load_results
+from grader.results import Result, csv_text, load_results
 
 
 def result(student: str, score: float = 1.0) -> Result:

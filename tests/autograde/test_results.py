@@ -1,4 +1,4 @@
-"""Results and their status (grader/autograde/results.py), and the messages that carry them
+"""Results and their status (grader/results.py), and the messages that carry them
 across the pipe (grader/autograde/messages.py): no process, no kernel."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, grader_failure, settle
 from grader.autograde.sandbox.config import Limits, SandboxConfig
+from grader.results import ERROR, FLAGGED, OK, Result, grader_failure, settle
 
 
 def result(**fields) -> Result:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from grader.autograde.results import Result, number
+from grader.results import Result, number
 
 MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 #: Parts of a page where a dollar sign is not math: code, scripts, styles.

@@ -35,9 +35,9 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import Result, grader_failure, settle
 from grader.autograde.sandbox.config import PASSTHROUGH_ENV
 from grader.paths import import_roots
+from grader.results import Result, grader_failure, settle
 
 WORKER_START_S = 300
 

@@ -40,10 +40,10 @@ from grader.autograde.host.submissions import (
     shard,
 )
 from grader.autograde.messages import WorkerSettings
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, load_results, settle
 from grader.autograde.sandbox.config import kernel_env, write_kernelspec
 from grader.errors import SubmissionsError
 from grader.late import load_policy
+from grader.results import ERROR, FLAGGED, OK, Result, load_results, settle
 
 
 class Run:

@@ -26,9 +26,9 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 import nbformat  # noqa: E402
 
-from grader.autograde.results import exercise_name  # noqa: E402
 from grader.errors import SubmissionsError, UsageError  # noqa: E402
 from grader.paths import assignment_folders  # noqa: E402
+from grader.results import exercise_name  # noqa: E402
 
 #: The problem of a student of the batch without a folder for the assignment (the report
 #: counts the others as submitted).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from grader.autograde.results import FLAGGED, Result, number
+from grader.results import FLAGGED, Result, number
 
 NOTE_STYLE = ("margin:1em 0;padding:.8em 1em;border:2px solid {color};border-radius:6px;"
               "background:{background};font-family:sans-serif")

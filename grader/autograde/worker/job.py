@@ -7,7 +7,7 @@
    (:mod:`grader.autograde.worker.verify`), how each check ended
    (:mod:`grader.autograde.worker.outcomes`, for the class report), the cells examined
    (:mod:`grader.autograde.worker.cells`), the status settled
-   (:func:`grader.autograde.results.settle`);
+   (:func:`grader.results.settle`);
 4. corrected points saved where nbgrader's feedback reads them, ``nbgrader
    generate_feedback``, and the feedback pages and graded notebook left in the job's
    outbox, which the host moves into OUT (the host is OUT's one writer).
@@ -38,7 +38,6 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import Result, exercise_name, settle
 from grader.autograde.sandbox.config import kernel_env, sandbox_user
 from grader.autograde.worker import nbgrader_runs
 from grader.autograde.worker.cells import describe_cells
@@ -46,6 +45,7 @@ from grader.autograde.worker.feedback_note import add_note, note_html
 from grader.autograde.worker.outcomes import read_outcomes
 from grader.autograde.worker.verify import apply_integrity, check_records
 from grader.paths import CourseLayout
+from grader.results import Result, exercise_name, settle
 
 
 class NbgraderHandler:

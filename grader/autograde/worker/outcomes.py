@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 
 from course.checking.registry import OUTCOME_SUFFIX
-from grader.autograde.results import short
+from grader.results import short
 
 SIDES = ("visible", "hidden")
 STATUSES = ("passed", "failed", "not attempted")

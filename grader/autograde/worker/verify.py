@@ -15,10 +15,10 @@ from pathlib import Path
 
 import torch
 
-from grader.autograde.results import Result
 from grader.checks import EXERCISES
 from grader.checks.core import Case, CheckFailure, grading_device
 from grader.checks.integrity import RECORD_SUFFIX
+from grader.results import Result
 
 
 @dataclass(frozen=True)
