@@ -112,7 +112,7 @@ def test_columns(batch):
     assert header == ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score",
                       "qkv_projections",
                       "QKVProjection", "status", "reason", "submitted_at", "seconds_late", "late",
-                      "device", "torch"]
+                      "device", "torch", "submitted"]
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))
@@ -146,6 +146,12 @@ def test_lateness(batch):
     assert (late["late"], late["seconds_late"], late["submitted_at"]) == \
         ("yes", "5460", "2026-12-02T01:30:00")
     assert (on_time["late"], on_time["seconds_late"]) == ("no", "0")
+
+
+def test_submitted(batch):
+    """Does grades.csv say which rows had no submission (a field, not the reason's words)?"""
+    rows = rows_of(batch["csv"])
+    assert {s for s, row in rows.items() if row["submitted"] == "no"} == {"empty-student"}
 
 
 def test_device_and_torch(batch):

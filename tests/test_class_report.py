@@ -38,7 +38,7 @@ def hand_made() -> list[Result]:
             reason="qkv_projections: calls torch.nn.functional.linear", feedback=["feedback/x/y.html"]),
         Result("eve", A, status=ERROR, reason="self_attention.ipynb is not a valid notebook",
                content_hash="h"),
-        Result("fay", A, status=ERROR, reason="no submission", content_hash="h"),
+        Result("fay", A, status=ERROR, reason="no submission", content_hash="h", submitted=False),
         row("gus", 0, outcomes=failed, mistakes={"qkv_projections": SWAPPED}),
         row("hal", 0, outcomes=failed, status=ERROR, retry=True, reason="the grader failed: OSError",
             mistakes={"qkv_projections": {"name": "k_from_q", "description": "<script>alert(1)</script>"}}),

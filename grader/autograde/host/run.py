@@ -77,8 +77,8 @@ class Run:
 
 def problem_result(sub: Submission, digest: str) -> Result:
     """The error row of a submission that cannot be graded."""
-    return settle(Result(sub.student, sub.assignment, notes=list(sub.notes), content_hash=digest),
-                  problem=sub.problem)
+    return settle(Result(sub.student, sub.assignment, notes=list(sub.notes), content_hash=digest,
+                         submitted=sub.submitted), problem=sub.problem)
 
 
 def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> list[str]:
