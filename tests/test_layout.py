@@ -244,6 +244,8 @@ DEFINED_ONCE = {
                         "nbgrader_config", "CourseLayout", "grading_packages", "course_root"},
     "grader/results.py": {"exercise_name", "Result", "settle"},
     "course/translation.py": {"DATA_DIR"},
+    "course/checking/records.py": {"GRADING_DIR_ENV", "RECORD_SUFFIX", "OUTCOME_SUFFIX", "grading_dir",
+                                   "save_record", "load_record", "save_outcome"},
     "samples.py": {"ROOT", "notebook_path", "load_solution_namespace"},
 }
 
