@@ -87,7 +87,7 @@ def run_step(step: Step, work) -> Step:
 def facts(device: str, tolerances_for: str | None = None) -> dict:
     import torch
 
-    from grader.checks.core import tolerance
+    from grader.checks.guarded_calls import tolerance
 
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host": platform.node(),
             "python": platform.python_version(), "torch": torch.__version__,
@@ -104,7 +104,7 @@ def facts(device: str, tolerances_for: str | None = None) -> dict:
     info["tolerances_device"] = dev.type
     info["tolerances"] = {str(dtype).replace("torch.", ""): dict(zip(("rtol", "atol"), tolerance(dtype, dev)))
                           for dtype in (torch.float32, torch.float64)}
-    info["tf32_while_checking"] = "off (grader.checks.core.exact_matmul)"
+    info["tf32_while_checking"] = "off (grader.checks.guarded_calls.exact_matmul)"
     return info
 
 

@@ -9,7 +9,7 @@ import torch
 from course.checking import outputs
 from course.checking import records as record_files
 from grader.autograde.worker import verify
-from grader.checks import core, integrity, s10_2
+from grader.checks import guarded_calls, integrity, s10_2
 from tests.check_helpers import assert_fails
 
 ASSIGNMENT = "10.2-scaled-dot-product-attention"
@@ -58,9 +58,9 @@ def test_fake_grading_module_is_caught(monkeypatch, solution):
 def test_edited_check_function_is_caught(monkeypatch):
     """Is a check library function replaced from outside the grader reported?"""
     fake = eval("lambda *args, **kwargs: True")  # defined outside grader/, like notebook code
-    fake.__module__ = "grader.checks.core"
-    monkeypatch.setattr(core, "close", fake)
-    assert "grader.checks.core.close was replaced" in integrity.tamper_report()
+    fake.__module__ = "grader.checks.guarded_calls"
+    monkeypatch.setattr(guarded_calls, "close", fake)
+    assert "grader.checks.guarded_calls.close was replaced" in integrity.tamper_report()
 
 
 def test_torch_decorators_around_course_code_are_not_tampering(monkeypatch):

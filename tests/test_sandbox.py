@@ -97,7 +97,7 @@ def error_output(ename: str, evalue: str, frames: list[str] = ()):
     (error_output("ImportError", "cannot import name 's10_1' from 'grader.checks'"),
      "could not import"),
     (error_output("TypeError", "unsupported operand", ["/tmp/ipykernel_1/123.py",
-                                                       str(ROOT / "grader/checks/core.py")]),
+                                                       str(ROOT / "grader/checks/guarded_calls.py")]),
      "crashed"),
 ])
 def test_grader_failures_are_recognised(output, words):
@@ -111,7 +111,7 @@ def test_grader_failures_are_recognised(output, words):
     error_output("NotAttempted", "softmax is not written yet"),
     error_output("NotImplementedError", ""),
     error_output("TypeError", "qkv_projections() takes 3 positional arguments",
-                 [str(ROOT / "grader/checks/core.py"), "/tmp/ipykernel_1/123.py"]),
+                 [str(ROOT / "grader/checks/guarded_calls.py"), "/tmp/ipykernel_1/123.py"]),
     error_output("ModuleNotFoundError", "No module named 'einops'"),
 ])
 def test_answers_failures_stay_the_answers(output):

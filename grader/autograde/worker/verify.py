@@ -15,7 +15,7 @@ from pathlib import Path
 
 from course.checking.records import RECORD_SUFFIX, load_record, record_name
 from grader.checks import EXERCISES
-from grader.checks.core import Case, CheckFailure, grading_device
+from grader.checks.guarded_calls import Case, CheckFailure, grading_device
 from grader.results import Result
 
 
