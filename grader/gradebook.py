@@ -38,7 +38,7 @@ from pathlib import Path
 
 from grader import late
 from grader import results as report
-from grader.autograde.host.out import EXCHANGE_FILES
+from grader.autograde.host.out_folder import EXCHANGE_FILES
 from grader.errors import GradebookError
 from grader.paths import CourseLayout, course_id, course_root, nbgrader_config, with_python_tools
 from grader.results import ERROR, exercise_name

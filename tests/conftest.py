@@ -47,7 +47,7 @@ def batch(tmp_path_factory, request, cache) -> dict:
     from filelock import FileLock
 
     from grader import results as report
-    from grader.autograde.host.guard import Guard, grading_folders
+    from grader.autograde.host.file_guard import Guard, grading_folders
     from grader.autograde.host.options import Options
     from grader.autograde.host.run import autograde
 

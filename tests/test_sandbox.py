@@ -1,6 +1,7 @@
 """One notebook cannot zero a class: the kernels' sandbox, the grader's check of its own
 files, and grader failures that are never a learner's zero (grader/autograde/sandbox/,
-host/guard.py, worker/cells.py; the pool's side of the guard is in tests/autograde/test_pool.py)."""
+host/file_guard.py, worker/cell_findings.py; the pool's side of the guard is in
+tests/autograde/test_pool.py)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import nbformat
 import pytest
 
 from grader import results as report
-from grader.autograde.host.guard import Guard
+from grader.autograde.host.file_guard import Guard
 from grader.autograde.host.sandbox import readable_paths
 from grader.autograde.sandbox.config import SandboxConfig
 from grader.autograde.sandbox.launcher import bwrap_args
-from grader.autograde.worker.cells import grader_failure
+from grader.autograde.worker.cell_findings import grader_failure
 from grader.results import ERROR, FLAGGED, OK, Result
 from tests.settings import GRADING, ROOT
 from tests.submissions import planted

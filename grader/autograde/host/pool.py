@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.autograde.host.guard import Guard
+from grader.autograde.host.file_guard import Guard
 from grader.autograde.host.options import Options
 from grader.autograde.host.submissions import Assignment, Submission
 from grader.autograde.messages import (

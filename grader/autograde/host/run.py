@@ -11,7 +11,7 @@ How a run goes (docs/grading.md has the instructor's version):
    limits.
 4. Start ``--jobs`` workers (:mod:`grader.autograde.host.pool`); each grades one
    submission at a time (:mod:`grader.autograde.worker.job`). Every result goes into OUT
-   as it completes, by this process alone (:mod:`grader.autograde.host.out`).
+   as it completes, by this process alone (:mod:`grader.autograde.host.out_folder`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from grader.autograde.host.cache import cached_probe, sandbox_cache, template_paths
+from grader.autograde.host.file_guard import Guard, grading_folders
 from grader.autograde.host.fingerprint import assignment_context, content_hash, grading_code_digest
-from grader.autograde.host.guard import Guard, grading_folders
 from grader.autograde.host.options import Options, Summary, available_cpus
-from grader.autograde.host.out import Out
+from grader.autograde.host.out_folder import Out
 from grader.autograde.host.pool import Pool, spawn_workers, stop_workers, worker_env
 from grader.autograde.host.submissions import (
     Assignment,

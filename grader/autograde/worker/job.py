@@ -6,7 +6,7 @@
 3. the points back from the scratch gradebook, the integrity records verified
    (:mod:`grader.autograde.worker.verify`), how each check ended
    (:mod:`grader.autograde.worker.outcomes`, for the class report), the cells examined
-   (:mod:`grader.autograde.worker.cells`), the status settled
+   (:mod:`grader.autograde.worker.cell_findings`), the status settled
    (:func:`grader.results.settle`);
 4. corrected points saved where nbgrader's feedback reads them, ``nbgrader
    generate_feedback``, and the feedback pages and graded notebook left in the job's
@@ -40,7 +40,7 @@ from grader.autograde.messages import (
 )
 from grader.autograde.sandbox.config import kernel_env, sandbox_user
 from grader.autograde.worker import nbgrader_runs
-from grader.autograde.worker.cells import describe_cells
+from grader.autograde.worker.cell_findings import describe_cells
 from grader.autograde.worker.feedback_note import add_note, note_html
 from grader.autograde.worker.outcomes import read_outcomes
 from grader.autograde.worker.verify import apply_integrity, check_records

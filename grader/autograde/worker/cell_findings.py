@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 
 from course.checking.records import GRADING_DIR_ENV, RECORD_SUFFIX
-from grader.autograde.worker.preprocessors import marks as pre
+from grader.autograde.worker.preprocessors import cell_marks as pre
 from grader.checks import EXERCISES
 from grader.paths import PACKAGE_DIR
 
