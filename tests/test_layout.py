@@ -38,15 +38,18 @@ def imported_modules(path: Path, package: str | None = None) -> set[str]:
 
 
 def host_side_imports(checks: Path) -> list[str]:
-    """Imports of the kernel-side modules in ``checks`` beyond what they may import."""
+    """Imports of the kernel-side modules in ``checks``, at every depth, beyond what they may
+    import."""
     stdlib = sys.stdlib_module_names | {"__future__"}
     found = []
-    for path in sorted(checks.glob("*.py")):
-        for module in imported_modules(path, package="grader.checks"):
+    for path in sorted(checks.rglob("*.py")):
+        inside = path.relative_to(checks)
+        package = ".".join(("grader", "checks", *inside.parts[:-1]))
+        for module in imported_modules(path, package=package):
             allowed = module.split(".")[0] in stdlib or any(
                 module == a or module.startswith(a + ".") for a in KERNEL_SIDE_MAY_IMPORT)
             if not allowed:
-                found.append(f"{path.name} imports {module}")
+                found.append(f"{inside.as_posix()} imports {module}")
     return found
 
 
@@ -61,8 +64,10 @@ def test_the_check_finds_a_planted_host_import(tmp_path):
                              ignore=shutil.ignore_patterns("__pycache__"))
     (checks / "planted_probe.py").write_text("from grader.autograde import report\n")
     (checks / "relative_probe.py").write_text("from ..autograde import pool\n")
+    (checks / "s10_6" / "deep_probe.py").write_text("from ...autograde.host import run\n")
     assert host_side_imports(checks) == ["planted_probe.py imports grader.autograde",
-                                         "relative_probe.py imports grader.autograde"]
+                                         "relative_probe.py imports grader.autograde",
+                                         "s10_6/deep_probe.py imports grader.autograde.host"]
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
@@ -87,7 +92,7 @@ def test_exercise_names_are_unique():
 
 def test_bench_imports_nothing_from_tests():
     """Is bench/ free of imports from tests/ (both take notebooks from samples.py)?"""
-    for path in sorted((ROOT / "bench").glob("*.py")):
+    for path in sorted((ROOT / "bench").rglob("*.py")):
         assert not {m for m in imported_modules(path) if m.split(".")[0] == "tests"}, path.name
 
 
@@ -251,7 +256,7 @@ DEFINED_ONCE = {
 
 
 def our_modules() -> list[Path]:
-    return sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "bench").glob("*.py"),
+    return sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "bench").rglob("*.py"),
                    *(ROOT / "tests").rglob("*.py"), ROOT / "samples.py", *(ROOT / "course").rglob("*.py")])
 
 
@@ -290,9 +295,10 @@ def test_the_course_id_and_folders_are_nbgraders():
 
 
 def test_modules_stay_small():
-    """Is every module of grader/ and course/ at most 500 lines, and every test module at most 600?"""
+    """Is every module of grader/, course/ and bench/ at most 500 lines, and every test module
+    at most 600?"""
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
-             for folder in ("grader", "course", "tests") for p in (ROOT / folder).rglob("*.py")}
+             for folder in ("grader", "course", "bench", "tests") for p in (ROOT / folder).rglob("*.py")}
     limit = {path: 600 if path.startswith("tests/") else 500 for path in sizes}
     assert {path: n for path, n in sizes.items() if n > limit[path]} == {}
 
@@ -331,8 +337,9 @@ def later_section_imports(root: Path) -> list[str]:
     pattern = re.compile(r"(?:grader\.checks|course\.visible)\.s(\d+)_(\d+)")
     found = []
     for side in ("grader/checks", "course/visible"):
-        for path in sorted((root / side).glob("s*_*/*.py")):
-            own = tuple(map(int, path.parent.name[1:].split("_")))
+        for path in sorted((root / side).glob("s*_*/**/*.py")):
+            section = path.relative_to(root / side).parts[0]
+            own = tuple(map(int, section[1:].split("_")))
             for module in imported_modules(path, package=".".join(path.relative_to(root).parts[:-1])):
                 match = pattern.match(module)
                 if match and (int(match[1]), int(match[2])) > own:
@@ -350,5 +357,8 @@ def test_the_check_finds_a_planted_later_import(tmp_path):
     for side in ("grader/checks", "course/visible"):
         shutil.copytree(ROOT / side, tmp_path / side, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "grader/checks/s10_6/planted_probe.py").write_text("from grader.checks.s10_8 import models\n")
+    (tmp_path / "grader/checks/s10_6/deep").mkdir()
+    (tmp_path / "grader/checks/s10_6/deep/probe.py").write_text("from ...s10_8 import models\n")
     found = later_section_imports(tmp_path)
-    assert found == ["grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]
+    assert found == ["grader/checks/s10_6/deep/probe.py imports grader.checks.s10_8",
+                     "grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]
