@@ -303,6 +303,26 @@ def test_modules_stay_small():
     assert {path: n for path, n in sizes.items() if n > limit[path]} == {}
 
 
+#: A measurement's date (a day without a time of day after it: example timestamps and
+#: deadlines in the docs carry one) or its time of day alone ("at 12:04 UTC").
+DATED = re.compile(r"\b20\d\d-\d\d-\d\d\b(?![T ]\d\d:\d\d:\d\d)|(?<![\d:])[0-2]\d:[0-5]\d UTC")
+
+
+def dated_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if DATED.search(line)]
+
+
+def test_dated_measurements_live_in_the_bench_report():
+    """Do the README and docs/*.md give targets and point to bench/report.md, quoting no
+    dated measurement (which go stale there, and live in bench/report.md only)?"""
+    found = {path.relative_to(ROOT).as_posix(): dated_lines(path.read_text())
+             for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    assert {path: lines for path, lines in found.items() if lines} == {}
+    assert dated_lines("the edit-test loop, 89 s of pytest on 2026-12-01 at 12:43 UTC, 77 s")
+    assert dated_lines("kernels in `--jobs 1`: 68.7 s at 11:07, 108.4 s at 12:04 UTC")
+    assert not dated_lines("--deadline 2026-12-01T23:59:00+01:00 and `2026-12-01 20:00:00 UTC`")
+
+
 def run_installed(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``python -m grader ARGS`` from a copy of the package in ``site``, this checkout hidden."""
     code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in "
