@@ -75,6 +75,13 @@ class Result:
         return self.seconds_late > 0 or self.lms.get("late") == "yes"
 
     @property
+    def lateness(self) -> str:
+        """"submitted 1.5 h after the deadline", from ``seconds_late``; empty when on time."""
+        if self.seconds_late <= 0:
+            return ""
+        return f"submitted {self.seconds_late / 3600:.1f} h after the deadline"
+
+    @property
     def key(self) -> tuple[str, str]:
         return self.student_id, self.assignment
 

@@ -54,7 +54,7 @@ def lines_of(csv_text: str, students: list[str]) -> list[str]:
 EXPECTED = {
     # student: (qkv_projections, QKVProjection, status, words in the reason); None = no points
     "correct": (2, 2, "ok", ""),
-    "late": (2, 2, "ok", "after the deadline"),
+    "late": (2, 2, "ok", ""),  # lateness is a field (test_lateness), not the reason
     "wrong-qkv": (0, 2, "ok", ""),  # the module's check does not depend on the function's
     "infinite-loop": (2, 2, "ok", "timed out"),
     "ignores-interrupt": (2, 2, "error", "fresh kernel"),
@@ -143,8 +143,10 @@ def test_a_kernel_signals_no_one_outside_its_sandbox(batch):
 def test_lateness(batch):
     """Is a timestamp after the deadline recorded (and one before it not)?"""
     late, on_time = rows_of(batch["csv"])["late"], rows_of(batch["csv"])["correct"]
-    assert (late["late"], late["seconds_late"], late["submitted_at"]) == \
-        ("yes", "5460", "2026-12-02T01:30:00")
+    assert (late["late"], late["seconds_late"], late["submitted_at"], late["reason"]) == \
+        ("yes", "5460", "2026-12-02T01:30:00", "")
+    page = batch["out"] / "feedback" / "late" / planted.ASSIGNMENT / "self_attention.html"
+    assert "submitted 1.5 h after the deadline" in page.read_text()
     assert (on_time["late"], on_time["seconds_late"]) == ("no", "0")
 
 

@@ -232,8 +232,6 @@ def read_back(result: Result, run: nbgrader_runs.NbgraderRun, root: Path
     result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
     result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
     result.submitted_at, result.seconds_late = grades.timestamp, grades.seconds_late
-    if result.seconds_late > 0:
-        result.notes.append(f"submitted {result.seconds_late / 3600:.1f} h after the deadline")
     manual = [exercise_name(g) for g, p in grades.points.items() if p is None]
     if manual and run.ok:
         result.notes.append(f"needs manual grading: {', '.join(manual)} (counted as 0)")
