@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bench import ROOT, cpu_seconds
 from bench.notebooks import run_once
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.cache import warm_cache
 from grader.autograde.host.options import Options, available_cpus
 from grader.autograde.host.run import autograde

@@ -87,7 +87,7 @@ def run_step(step: Step, work) -> Step:
 def facts(device: str, tolerances_for: str | None = None) -> dict:
     import torch
 
-    from grader.checks.core import tolerance
+    from grader.checks.guarded_calls import tolerance
 
     info = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "host": platform.node(),
             "python": platform.python_version(), "torch": torch.__version__,
@@ -104,7 +104,7 @@ def facts(device: str, tolerances_for: str | None = None) -> dict:
     info["tolerances_device"] = dev.type
     info["tolerances"] = {str(dtype).replace("torch.", ""): dict(zip(("rtol", "atol"), tolerance(dtype, dev)))
                           for dtype in (torch.float32, torch.float64)}
-    info["tf32_while_checking"] = "off (grader.checks.core.exact_matmul)"
+    info["tf32_while_checking"] = "off (grader.checks.guarded_calls.exact_matmul)"
     return info
 
 
@@ -122,11 +122,12 @@ def nvidia_driver() -> str:
 
 def solution_checks(step: Step, device: str, records: Path, clock: Clock) -> None:
     """Every exercise's hidden check on its solution, records saved, then verified elsewhere."""
-    from grader.checks import SECTIONS, integrity
+    from course.checking.records import GRADING_DIR_ENV, RECORD_SUFFIX, load_record
+    from grader.checks import SECTIONS
     from grader.paths import assignment_names
     from samples import load_solution_namespace
 
-    os.environ[integrity.GRADING_DIR_ENV] = str(records)
+    os.environ[GRADING_DIR_ENV] = str(records)
     names = assignment_names()
     times, failed, devices = {}, [], set()
     try:
@@ -142,13 +143,12 @@ def solution_checks(step: Step, device: str, records: Path, clock: Clock) -> Non
                     failed.append(f"{exercise.name}: {type(error).__name__}: {str(error)[:200]}")
             times[section] = round(time.monotonic() - started, 2)
     finally:
-        os.environ.pop(integrity.GRADING_DIR_ENV, None)
+        os.environ.pop(GRADING_DIR_ENV, None)
     done = subprocess.run([sys.executable, "-m", "grader", "verify", str(records)], cwd=ROOT,
                           capture_output=True, text=True, timeout=clock.left())
     verdicts = json.loads(done.stdout) if done.returncode == 0 else {}
-    from grader.autograde.worker.verify import load_record
-
-    devices = {str(load_record(p).get("device", "?")).split(":")[0] for p in records.glob("*.record.pt")}
+    devices = {str(load_record(p).get("device", "?")).split(":")[0]
+               for p in records.glob(f"*{RECORD_SUFFIX}")}
     rejected = [name for name, v in verdicts.items() if not v["passed"] or v["flags"]]
     count = sum(len(m.EXERCISES) for m in SECTIONS.values())
     step.details = {"seconds_per_section": times, "failed": failed, "records": len(verdicts),

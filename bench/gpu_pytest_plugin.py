@@ -18,9 +18,9 @@ CALLS: Counter = Counter()
 def pytest_configure(config) -> None:
     import grader.autograde.worker.verify  # noqa: F401 - patched below, like the checks
     import grader.checks  # noqa: F401 - every section module, so each one's name is patched
-    from grader.checks import core
+    from grader.checks import guarded_calls
 
-    original = core.grading_device
+    original = guarded_calls.grading_device
 
     def counted():
         device = original()

@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 
 from grader.autograde.messages import Graded, GradeJob, TemplateBuilt, TemplateJob, WorkerSettings
-from grader.autograde.results import Result
+from grader.results import Result
 
 SIZES = (50, 500, 5000)
 ASSIGNMENT, NOTEBOOK = "10.1-self-attention", "self_attention.ipynb"

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench.timing import calls_per_round, interleaved_medians
-from grader.checks.common import sinusoidal_table
+from grader.checks.shared_references import sinusoidal_table
 
 TARGET_RATIO = 1.5
 A_10_3 = "10.3-multi-head-attention"

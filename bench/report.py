@@ -276,10 +276,23 @@ def host_table(h: dict) -> list[str]:
                    f"--jobs {h['jobs']}."]
 
 
+#: The heading of report.md's last part: dated measurements of earlier runs and of what
+#: ``make bench`` does not measure, written by hand; a new run keeps it as it was.
+KEPT = "## Earlier measurements (kept by hand: `make bench` rewrites only what is above)"
+
+
+def kept_part(md_path: Path) -> str:
+    """The part of an existing report.md from :data:`KEPT` on (empty where there is none)."""
+    text = md_path.read_text() if md_path.is_file() else ""
+    start = text.find(KEPT)
+    return "" if start < 0 else text[start:]
+
+
 def write(report: dict, folder: Path) -> tuple[Path, Path]:
-    """``report.json`` and ``report.md`` in ``folder``."""
+    """``report.json`` and ``report.md`` in ``folder`` (report.md's :data:`KEPT` part kept)."""
     folder.mkdir(parents=True, exist_ok=True)
     json_path, md_path = folder / "report.json", folder / "report.md"
+    kept = kept_part(md_path)
     json_path.write_text(json.dumps(report, indent=1) + "\n")
-    md_path.write_text(markdown(report))
+    md_path.write_text(markdown(report) + ("\n" + kept if kept else ""))
     return json_path, md_path

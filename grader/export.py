@@ -32,9 +32,9 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.autograde.results import ERROR, FLAGGED, Result, atomic_write, number
 from grader.errors import ExportError
 from grader.gradebook import read_run
+from grader.results import ERROR, FLAGGED, Result, atomic_write, number
 
 LMS = ("canvas", "moodle")
 ROSTER_FIELDS = ("student_id", "name", "canvas_id", "sis_user_id", "sis_login_id", "section",

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import late
-from grader.autograde import results as report
-from grader.autograde.host.out import EXCHANGE_FILES
-from grader.autograde.results import ERROR, exercise_name
+from grader import results as report
+from grader.autograde.host.out_folder import EXCHANGE_FILES
 from grader.errors import GradebookError
 from grader.paths import CourseLayout, course_id, course_root, nbgrader_config, with_python_tools
+from grader.results import ERROR, exercise_name
 
 LEDGER = "course_grader_import"
 PREFIX = "course-grader: "

@@ -12,7 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
-from grader.autograde import results as report
+from grader import results as report
 from grader.errors import MergeError
 from grader.report import write_report
 

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.autograde.host.options import Options, Summary
-from grader.autograde.results import load_results, number
 from grader.errors import UsageError
+from grader.results import load_results, number
 
 PARTS = ("results", "feedback", "autograded")
 

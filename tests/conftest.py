@@ -46,8 +46,8 @@ def batch(tmp_path_factory, request, cache) -> dict:
     pytest-xdist spreads the tests over several processes). Read it, never write into it."""
     from filelock import FileLock
 
-    from grader.autograde import results as report
-    from grader.autograde.host.guard import Guard, grading_folders
+    from grader import results as report
+    from grader.autograde.host.file_guard import Guard, grading_folders
     from grader.autograde.host.options import Options
     from grader.autograde.host.run import autograde
 

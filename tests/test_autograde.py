@@ -24,7 +24,7 @@ import nbformat
 import pytest
 import torch
 
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.fingerprint import content_hash
 from grader.autograde.host.options import Options
 from grader.autograde.host.run import autograde
@@ -54,7 +54,7 @@ def lines_of(csv_text: str, students: list[str]) -> list[str]:
 EXPECTED = {
     # student: (qkv_projections, QKVProjection, status, words in the reason); None = no points
     "correct": (2, 2, "ok", ""),
-    "late": (2, 2, "ok", "after the deadline"),
+    "late": (2, 2, "ok", ""),  # lateness is a field (test_lateness), not the reason
     "wrong-qkv": (0, 2, "ok", ""),  # the module's check does not depend on the function's
     "infinite-loop": (2, 2, "ok", "timed out"),
     "ignores-interrupt": (2, 2, "error", "fresh kernel"),
@@ -112,7 +112,7 @@ def test_columns(batch):
     assert header == ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score",
                       "qkv_projections",
                       "QKVProjection", "status", "reason", "submitted_at", "seconds_late", "late",
-                      "device", "torch"]
+                      "device", "torch", "submitted"]
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))
@@ -143,9 +143,17 @@ def test_a_kernel_signals_no_one_outside_its_sandbox(batch):
 def test_lateness(batch):
     """Is a timestamp after the deadline recorded (and one before it not)?"""
     late, on_time = rows_of(batch["csv"])["late"], rows_of(batch["csv"])["correct"]
-    assert (late["late"], late["seconds_late"], late["submitted_at"]) == \
-        ("yes", "5460", "2026-12-02T01:30:00")
+    assert (late["late"], late["seconds_late"], late["submitted_at"], late["reason"]) == \
+        ("yes", "5460", "2026-12-02T01:30:00", "")
+    page = batch["out"] / "feedback" / "late" / planted.ASSIGNMENT / "self_attention.html"
+    assert "submitted 1.5 h after the deadline" in page.read_text()
     assert (on_time["late"], on_time["seconds_late"]) == ("no", "0")
+
+
+def test_submitted(batch):
+    """Does grades.csv say which rows had no submission (a field, not the reason's words)?"""
+    rows = rows_of(batch["csv"])
+    assert {s for s, row in rows.items() if row["submitted"] == "no"} == {"empty-student"}
 
 
 def test_device_and_torch(batch):

@@ -13,7 +13,7 @@ import io
 import pytest
 
 import samples
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.options import Options
 from grader.autograde.host.run import autograde
 from grader.autograde.host.submissions import course_assignments

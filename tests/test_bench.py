@@ -175,6 +175,13 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
     assert "| ours, --jobs 2 |  |  | 7.5 | 0.3 | 0.8 | 0.2 | 8.8 |" in text
     assert "2.50 **over**" in text and "0.12 s of wall time and 0.05 s of CPU per notebook" in text
     assert machine["cpu"] in text
+    assert report.KEPT not in text  # a first run has no part kept by hand
+    md_path.write_text(text + "\n" + report.KEPT + "\n\nrun of 02:43: 1.88x\n")
+    result["autograde"]["speedup"] = 3.0
+    report.write(result, tmp_path)
+    again = md_path.read_text()
+    assert again.startswith("# Benchmarks") and again.count(report.KEPT) == 1
+    assert again.endswith(report.KEPT + "\n\nrun of 02:43: 1.88x\n") and "| 3.00 |" in again
 
 
 def test_command_line_defaults_measure_every_part():

@@ -16,12 +16,12 @@ import course
 from course.checking import CheckFailure, single_thread
 from course.visible.s10_8 import next_token_probs, sample
 from grader.checks import s10_8
-from grader.checks.common import sinusoidal_table
-from grader.checks.core import close, tolerance
+from grader.checks.guarded_calls import close, tolerance
 from grader.checks.s10_6 import transformer
 from grader.checks.s10_8 import beam_search, greedy_decode_cached, models
 from grader.checks.s10_8 import next_token_probs as probs_check
 from grader.checks.s10_8.next_token_probs import NextTokenProbs, _logits, _options, contract_probs
+from grader.checks.shared_references import sinusoidal_table
 from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
+from grader import results as report
 from grader.__main__ import main
-from grader.autograde import results as report
-from grader.autograde.results import ERROR, FLAGGED, OK, Result
 from grader.report import report_out, write_report
 from grader.report.summary import COLUMNS, csv_text, summarize, to_review
+from grader.results import ERROR, FLAGGED, OK, Result
 
 A, B = "10.1-self-attention", "10.2-scaled-dot-product-attention"
 K_FROM_Q = {"name": "k_from_q", "description": "K computed with W_q"}
@@ -38,7 +38,7 @@ def hand_made() -> list[Result]:
             reason="qkv_projections: calls torch.nn.functional.linear", feedback=["feedback/x/y.html"]),
         Result("eve", A, status=ERROR, reason="self_attention.ipynb is not a valid notebook",
                content_hash="h"),
-        Result("fay", A, status=ERROR, reason="no submission", content_hash="h"),
+        Result("fay", A, status=ERROR, reason="no submission", content_hash="h", submitted=False),
         row("gus", 0, outcomes=failed, mistakes={"qkv_projections": SWAPPED}),
         row("hal", 0, outcomes=failed, status=ERROR, retry=True, reason="the grader failed: OSError",
             mistakes={"qkv_projections": {"name": "k_from_q", "description": "<script>alert(1)</script>"}}),

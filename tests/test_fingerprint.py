@@ -15,7 +15,8 @@ from tests.settings import ROOT
 from tests.submissions import planted
 
 #: One file of each kind of grading code; editing any must change the fingerprint.
-EDITED = ["grader/checks/s10_2/softmax.py", "grader/checks/common.py", "grader/checks/core.py",
+EDITED = ["grader/checks/s10_2/softmax.py", "grader/checks/shared_references.py",
+          "grader/checks/guarded_calls.py",
           "grader/autograde/worker/job.py", "grader/autograde/worker/verify.py", "grader/nbgrader_config.py",
           "course/checking/failure.py", "course/plotting.py"]
 

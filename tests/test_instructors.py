@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from grader import late
+from grader import results as report
 from grader.__main__ import main
-from grader.autograde import results as report
 from grader.autograde.host.submissions import course_assignments, extract_zip, read_lms
 from grader.errors import ExportError, GradebookError
 from grader.export import export
@@ -233,7 +233,21 @@ def test_late_penalty_line_on_the_page(tmp_path):
     r = result("bo", seconds_late=91 * 60)
     late.apply([r], policy(tmp_path))
     assert "0.8 point(s) taken. Score: 3.2 / 4 (before the penalty 4)" in late_note(r)
+    assert "submitted 1.5 h after the deadline; 0.8 point(s) taken" in late_note(r)
     assert late_note(result("ada")) == ""
+
+
+def test_lateness_is_a_field_the_feedback_box_reads():
+    """Is a late submission said from its seconds_late (the grader's note box on the page, the
+    late and seconds_late columns), not a note in its reason?"""
+    from grader.autograde.worker.feedback_note import note_html
+
+    r = report.settle(result("bo", seconds_late=91 * 60))
+    assert r.reason == "" and r.lateness == "submitted 1.5 h after the deadline"
+    assert "<li>submitted 1.5 h after the deadline</li>" in note_html(r)
+    row = report.csv_rows([r], []).split(",")
+    assert row[row.index("ok") + 1:row.index("ok") + 5] == ["", "", "5460", "yes"]
+    assert note_html(report.settle(result("ada"))) == "" and result("ada").lateness == ""
 
 
 def test_regrade_of_an_unknown_student_stops_before_anything(tmp_path):

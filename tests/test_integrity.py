@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from course.checking import outputs
+from course.checking import records as record_files
 from grader.autograde.worker import verify
-from grader.checks import core, integrity, s10_2
+from grader.checks import guarded_calls, integrity, s10_2
 from tests.check_helpers import assert_fails
 
 ASSIGNMENT = "10.2-scaled-dot-product-attention"
@@ -17,7 +18,7 @@ ASSIGNMENT = "10.2-scaled-dot-product-attention"
 @pytest.fixture()
 def records(tmp_path, monkeypatch):
     """Grading mode: checks save their records into a temporary folder."""
-    monkeypatch.setenv(integrity.GRADING_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(record_files.GRADING_DIR_ENV, str(tmp_path))
     return tmp_path
 
 
@@ -57,9 +58,9 @@ def test_fake_grading_module_is_caught(monkeypatch, solution):
 def test_edited_check_function_is_caught(monkeypatch):
     """Is a check library function replaced from outside the grader reported?"""
     fake = eval("lambda *args, **kwargs: True")  # defined outside grader/, like notebook code
-    fake.__module__ = "grader.checks.core"
-    monkeypatch.setattr(core, "close", fake)
-    assert "grader.checks.core.close was replaced" in integrity.tamper_report()
+    fake.__module__ = "grader.checks.guarded_calls"
+    monkeypatch.setattr(guarded_calls, "close", fake)
+    assert "grader.checks.guarded_calls.close was replaced" in integrity.tamper_report()
 
 
 def test_torch_decorators_around_course_code_are_not_tampering(monkeypatch):
@@ -102,8 +103,8 @@ def test_forbidden_call_is_flagged_in_the_record(records):
 def test_edited_record_is_caught(records, solution):
     """Does a record whose outputs were altered after the check fail verification?"""
     s10_2.check_softmax(solution["softmax"])
-    path = records / f"softmax{integrity.RECORD_SUFFIX}"
-    record = verify.load_record(path)
+    path = records / record_files.record_name("softmax")
+    record = record_files.load_record(path)
     first = next(iter(record["cases"].values()))
     first["output"] += 1.0
     torch.save(record, path)
@@ -112,7 +113,7 @@ def test_edited_record_is_caught(records, solution):
 
 def test_no_record_outside_grading(tmp_path, monkeypatch, solution):
     """Does a learner running the notebook leave no record files behind?"""
-    monkeypatch.delenv(integrity.GRADING_DIR_ENV, raising=False)
+    monkeypatch.delenv(record_files.GRADING_DIR_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     s10_2.check_softmax(solution["softmax"])
     assert list(tmp_path.iterdir()) == []

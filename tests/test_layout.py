@@ -38,15 +38,18 @@ def imported_modules(path: Path, package: str | None = None) -> set[str]:
 
 
 def host_side_imports(checks: Path) -> list[str]:
-    """Imports of the kernel-side modules in ``checks`` beyond what they may import."""
+    """Imports of the kernel-side modules in ``checks``, at every depth, beyond what they may
+    import."""
     stdlib = sys.stdlib_module_names | {"__future__"}
     found = []
-    for path in sorted(checks.glob("*.py")):
-        for module in imported_modules(path, package="grader.checks"):
+    for path in sorted(checks.rglob("*.py")):
+        inside = path.relative_to(checks)
+        package = ".".join(("grader", "checks", *inside.parts[:-1]))
+        for module in imported_modules(path, package=package):
             allowed = module.split(".")[0] in stdlib or any(
                 module == a or module.startswith(a + ".") for a in KERNEL_SIDE_MAY_IMPORT)
             if not allowed:
-                found.append(f"{path.name} imports {module}")
+                found.append(f"{inside.as_posix()} imports {module}")
     return found
 
 
@@ -61,8 +64,10 @@ def test_the_check_finds_a_planted_host_import(tmp_path):
                              ignore=shutil.ignore_patterns("__pycache__"))
     (checks / "planted_probe.py").write_text("from grader.autograde import report\n")
     (checks / "relative_probe.py").write_text("from ..autograde import pool\n")
+    (checks / "s10_6" / "deep_probe.py").write_text("from ...autograde.host import run\n")
     assert host_side_imports(checks) == ["planted_probe.py imports grader.autograde",
-                                         "relative_probe.py imports grader.autograde"]
+                                         "relative_probe.py imports grader.autograde",
+                                         "s10_6/deep_probe.py imports grader.autograde.host"]
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
@@ -87,7 +92,7 @@ def test_exercise_names_are_unique():
 
 def test_bench_imports_nothing_from_tests():
     """Is bench/ free of imports from tests/ (both take notebooks from samples.py)?"""
-    for path in sorted((ROOT / "bench").glob("*.py")):
+    for path in sorted((ROOT / "bench").rglob("*.py")):
         assert not {m for m in imported_modules(path) if m.split(".")[0] == "tests"}, path.name
 
 
@@ -120,7 +125,7 @@ def test_package_faces_import_nothing(package):
 #: What the code of each process's folder of grader/autograde/ may import of the others:
 #: the worker never imports the host, the launcher nothing but itself (the host orchestrates
 #: both, and may use anything).
-PROCESSES = {"worker": ("worker", "sandbox.config", "messages", "results"),
+PROCESSES = {"worker": ("worker", "sandbox.config", "messages"),
              "sandbox": ("sandbox",)}
 
 
@@ -149,10 +154,40 @@ def test_the_check_finds_a_planted_cross_process_import(tmp_path):
     autograde = shutil.copytree(ROOT / "grader" / "autograde", tmp_path / "autograde",
                                 ignore=shutil.ignore_patterns("__pycache__"))
     (autograde / "worker" / "planted.py").write_text("from grader.autograde.host import run\n")
-    (autograde / "sandbox" / "planted.py").write_text("from ..results import Result\n")
+    (autograde / "sandbox" / "planted.py").write_text("from ..messages import GradeJob\n")
     found = cross_process_imports(autograde)
     assert "worker/planted.py imports grader.autograde.host" in found
-    assert "sandbox/planted.py imports grader.autograde.results" in found
+    assert "sandbox/planted.py imports grader.autograde.messages" in found
+
+
+#: Modules every part of the grader reads, and what of the grader each may import: nothing
+#: that imports them back (the arrows go one way, into these).
+SHARED = {"grader/results.py": (), "grader/errors.py": (), "grader/paths.py": ("grader.errors",)}
+
+
+def imports_back_up(root: Path) -> list[str]:
+    found = []
+    for where, allowed in SHARED.items():
+        for module in imported_modules(root / where, package=".".join(Path(where).parts[:-1])):
+            if module.split(".")[0] == "grader" and module not in allowed:
+                found.append(f"{where} imports {module}")
+    return found
+
+
+def test_shared_modules_import_nothing_that_uses_them():
+    """Do the results, the errors and the paths, which the commands, the host and the worker
+    all read, import nothing else of the grader?"""
+    assert imports_back_up(ROOT) == []
+
+
+def test_the_check_finds_a_planted_import_back_up(tmp_path):
+    """Would grader/results.py importing a command's module be caught (testing the test)?"""
+    for where in SHARED:
+        (tmp_path / where).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / where, tmp_path / where)
+    with open(tmp_path / "grader/results.py", "a") as module:
+        module.write("from .report import summary\n")
+    assert imports_back_up(tmp_path) == ["grader/results.py imports grader.report"]
 
 
 def test_only_the_command_line_exits():
@@ -212,14 +247,16 @@ DEFINED_ONCE = {
     "grader/paths.py": {"COURSE_ID", "SOLUTIONS", "RELEASE", "GRADEBOOK", "PACKAGE_DIR",
                         "NBGRADER_CONFIG", "section_of", "assignment_names", "assignment_folders",
                         "nbgrader_config", "CourseLayout", "grading_packages", "course_root"},
-    "grader/autograde/results.py": {"exercise_name", "Result", "settle"},
+    "grader/results.py": {"exercise_name", "Result", "settle"},
     "course/translation.py": {"DATA_DIR"},
+    "course/checking/records.py": {"GRADING_DIR_ENV", "RECORD_SUFFIX", "OUTCOME_SUFFIX", "grading_dir",
+                                   "save_record", "load_record", "save_outcome"},
     "samples.py": {"ROOT", "notebook_path", "load_solution_namespace"},
 }
 
 
 def our_modules() -> list[Path]:
-    return sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "bench").glob("*.py"),
+    return sorted([*(ROOT / "grader").rglob("*.py"), *(ROOT / "bench").rglob("*.py"),
                    *(ROOT / "tests").rglob("*.py"), ROOT / "samples.py", *(ROOT / "course").rglob("*.py")])
 
 
@@ -258,11 +295,32 @@ def test_the_course_id_and_folders_are_nbgraders():
 
 
 def test_modules_stay_small():
-    """Is every module of grader/ and course/ at most 500 lines, and every test module at most 600?"""
+    """Is every module of grader/, course/ and bench/ at most 500 lines, and every test module
+    at most 600?"""
     sizes = {p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines())
-             for folder in ("grader", "course", "tests") for p in (ROOT / folder).rglob("*.py")}
+             for folder in ("grader", "course", "bench", "tests") for p in (ROOT / folder).rglob("*.py")}
     limit = {path: 600 if path.startswith("tests/") else 500 for path in sizes}
     assert {path: n for path, n in sizes.items() if n > limit[path]} == {}
+
+
+#: A measurement's date (a day without a time of day after it: example timestamps and
+#: deadlines in the docs carry one) or its time of day alone ("at 12:04 UTC").
+DATED = re.compile(r"\b20\d\d-\d\d-\d\d\b(?![T ]\d\d:\d\d:\d\d)|(?<![\d:])[0-2]\d:[0-5]\d UTC")
+
+
+def dated_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if DATED.search(line)]
+
+
+def test_dated_measurements_live_in_the_bench_report():
+    """Do the README and docs/*.md give targets and point to bench/report.md, quoting no
+    dated measurement (which go stale there, and live in bench/report.md only)?"""
+    found = {path.relative_to(ROOT).as_posix(): dated_lines(path.read_text())
+             for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]}
+    assert {path: lines for path, lines in found.items() if lines} == {}
+    assert dated_lines("the edit-test loop, 89 s of pytest on 2026-12-01 at 12:43 UTC, 77 s")
+    assert dated_lines("kernels in `--jobs 1`: 68.7 s at 11:07, 108.4 s at 12:04 UTC")
+    assert not dated_lines("--deadline 2026-12-01T23:59:00+01:00 and `2026-12-01 20:00:00 UTC`")
 
 
 def run_installed(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
@@ -299,8 +357,9 @@ def later_section_imports(root: Path) -> list[str]:
     pattern = re.compile(r"(?:grader\.checks|course\.visible)\.s(\d+)_(\d+)")
     found = []
     for side in ("grader/checks", "course/visible"):
-        for path in sorted((root / side).glob("s*_*/*.py")):
-            own = tuple(map(int, path.parent.name[1:].split("_")))
+        for path in sorted((root / side).glob("s*_*/**/*.py")):
+            section = path.relative_to(root / side).parts[0]
+            own = tuple(map(int, section[1:].split("_")))
             for module in imported_modules(path, package=".".join(path.relative_to(root).parts[:-1])):
                 match = pattern.match(module)
                 if match and (int(match[1]), int(match[2])) > own:
@@ -318,5 +377,8 @@ def test_the_check_finds_a_planted_later_import(tmp_path):
     for side in ("grader/checks", "course/visible"):
         shutil.copytree(ROOT / side, tmp_path / side, ignore=shutil.ignore_patterns("__pycache__"))
     (tmp_path / "grader/checks/s10_6/planted_probe.py").write_text("from grader.checks.s10_8 import models\n")
+    (tmp_path / "grader/checks/s10_6/deep").mkdir()
+    (tmp_path / "grader/checks/s10_6/deep/probe.py").write_text("from ...s10_8 import models\n")
     found = later_section_imports(tmp_path)
-    assert found == ["grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]
+    assert found == ["grader/checks/s10_6/deep/probe.py imports grader.checks.s10_8",
+                     "grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]

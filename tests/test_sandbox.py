@@ -1,6 +1,7 @@
 """One notebook cannot zero a class: the kernels' sandbox, the grader's check of its own
 files, and grader failures that are never a learner's zero (grader/autograde/sandbox/,
-host/guard.py, worker/cells.py; the pool's side of the guard is in tests/autograde/test_pool.py)."""
+host/file_guard.py, worker/cell_findings.py; the pool's side of the guard is in
+tests/autograde/test_pool.py)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.autograde import results as report
-from grader.autograde.host.guard import Guard
+from grader import results as report
+from grader.autograde.host.file_guard import Guard
 from grader.autograde.host.sandbox import readable_paths
-from grader.autograde.results import ERROR, FLAGGED, OK, Result
 from grader.autograde.sandbox.config import SandboxConfig
 from grader.autograde.sandbox.launcher import bwrap_args
-from grader.autograde.worker.cells import grader_failure
+from grader.autograde.worker.cell_findings import grader_failure
+from grader.results import ERROR, FLAGGED, OK, Result
 from tests.settings import GRADING, ROOT
 from tests.submissions import planted
 
@@ -97,7 +98,7 @@ def error_output(ename: str, evalue: str, frames: list[str] = ()):
     (error_output("ImportError", "cannot import name 's10_1' from 'grader.checks'"),
      "could not import"),
     (error_output("TypeError", "unsupported operand", ["/tmp/ipykernel_1/123.py",
-                                                       str(ROOT / "grader/checks/core.py")]),
+                                                       str(ROOT / "grader/checks/guarded_calls.py")]),
      "crashed"),
 ])
 def test_grader_failures_are_recognised(output, words):
@@ -111,7 +112,7 @@ def test_grader_failures_are_recognised(output, words):
     error_output("NotAttempted", "softmax is not written yet"),
     error_output("NotImplementedError", ""),
     error_output("TypeError", "qkv_projections() takes 3 positional arguments",
-                 [str(ROOT / "grader/checks/core.py"), "/tmp/ipykernel_1/123.py"]),
+                 [str(ROOT / "grader/checks/guarded_calls.py"), "/tmp/ipykernel_1/123.py"]),
     error_output("ModuleNotFoundError", "No module named 'einops'"),
 ])
 def test_answers_failures_stay_the_answers(output):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.autograde import results as report
+from grader import results as report
 from grader.autograde.host.run import heaviest_first
 from grader.autograde.host.sandbox import _readable_by
 from grader.autograde.host.submissions import (

@@ -1,5 +1,5 @@
 """Is calling the reference caught through every door, and is a correct answer written
-from other primitives never caught? (grader/checks/tripwire.py, grader/autograde/cells.py)"""
+from other primitives never caught? (grader/checks/tripwire.py, grader/autograde/worker/cell_findings.py)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from grader.autograde.worker.cells import reference_calls
+from grader.autograde.worker.cell_findings import reference_calls
 from grader.checks import EXERCISES, s10_2, s10_3
 from samples import load_solution_namespace
 from tests.check_helpers import assert_fails, assert_passes

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from course import checking, progress
-from grader.checks import EXERCISES, SECTIONS, core
+from grader.checks import EXERCISES, SECTIONS, guarded_calls
 from samples import graded_cells, notebook_path, visible_test
 from tests import catalogue
 from tests.answers import assignment_of
@@ -38,7 +38,7 @@ def test_one_checking_toolkit():
     tests use (one failure type, the same tolerances and notion of "close")?"""
     for name in ("CheckFailure", "close", "tolerance", "describe_difference", "Outputs", "generator",
                  "randn"):
-        assert getattr(core, name) is getattr(checking, name), name
+        assert getattr(guarded_calls, name) is getattr(checking, name), name
 
 
 @pytest.mark.parametrize("entry", RIGHT, ids=entry_id)

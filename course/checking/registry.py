@@ -4,30 +4,24 @@ An exercise's visible check is a function ``check_<exercise>`` in a module of it
 decorated with :func:`visible_check`; a section's package (``course.visible.s10_4``) finds
 them with :func:`gather_checks`, so adding an exercise adds one module and nothing else.
 
-While a class is graded (``COURSE_GRADING_DIR`` is set), every check also saves its outcome
-(passed, failed with the name of the mistake it recognised, or not attempted) as a small
-JSON file there: the grader's class report counts the mistakes of a whole class from them.
+While a class is graded, every check also saves its outcome (passed, failed with the name
+of the mistake it recognised, or not attempted) for the grader's class report
+(:func:`course.checking.records.save_outcome`).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-import json
-import os
 import pkgutil
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
 from course.checking.failure import WIDTH, CheckFailure, NotAttempted
 from course.checking.outputs import single_thread
-
-#: Set by the grader while it grades: where checks leave records and outcomes.
-GRADING_DIR_ENV = "COURSE_GRADING_DIR"
-OUTCOME_SUFFIX = ".outcome.json"
+from course.checking.records import save_outcome
 
 
 def visible_check(check: Callable) -> Callable:
@@ -68,23 +62,6 @@ def gather_checks(package: str) -> dict[str, Callable]:
             if name.startswith("check_") and getattr(value, "exercise", None) == name[len("check_"):]:
                 found[name] = value
     return found
-
-
-def save_outcome(exercise: str, side: str, failure: CheckFailure | None) -> None:
-    """While grading, note how ``side`` ("visible" or "hidden") of a check ended; else nothing."""
-    folder = os.environ.get(GRADING_DIR_ENV)
-    if not folder:
-        return
-    status = ("passed" if failure is None else
-              "not attempted" if isinstance(failure, NotAttempted) else "failed")
-    mistake = getattr(failure, "mistake", None)
-    payload = {"exercise": exercise, "side": side, "status": status,
-               "mistake": None if mistake is None else
-               {"name": mistake.name, "description": mistake.description},
-               "message": "" if failure is None else str(failure)[:2000]}
-    path = Path(folder)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / f"{exercise}.{side}{OUTCOME_SUFFIX}").write_text(json.dumps(payload))
 
 
 def passed(message: str) -> None:

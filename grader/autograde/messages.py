@@ -13,8 +13,8 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from grader.autograde.results import Result
 from grader.autograde.sandbox.config import SandboxConfig
+from grader.results import Result
 
 #: The grading handler a worker serves jobs with (``module:attribute``; see
 #: :class:`grader.autograde.worker.job.Handler`).

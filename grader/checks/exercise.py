@@ -20,7 +20,7 @@ from course.checking.exercise import seeded_parameters  # noqa: F401
 from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
-from grader.checks.core import (
+from grader.checks.guarded_calls import (
     Case,
     CheckFailure,
     ForbiddenCall,

@@ -11,33 +11,25 @@ learner code can reach anything the checks use. Three layers answer that:
    must still be the ones defined in their own installed files.
 3. **Clean-process verification.** In grading mode (``COURSE_GRADING_DIR`` set by
    ``python -m grader autograde``) every check saves the learner's outputs as plain
-   tensors in a :class:`Record`. After the notebook ran, the grader recomputes the
-   reference in a process that never ran learner code and compares again
-   (:mod:`grader.autograde.worker.verify`). An exercise whose test cell passed but whose record
-   is missing or wrong there gets no credit and is flagged.
+   tensors in a :class:`Record` (the file: :mod:`course.checking.records`). After the
+   notebook ran, the grader recomputes the reference in a process that never ran learner
+   code and compares again (:mod:`grader.autograde.worker.verify`). An exercise whose test
+   cell passed but whose record is missing or wrong there gets no credit and is flagged.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from course.checking.registry import GRADING_DIR_ENV
+from course.checking import records
 
-RECORD_SUFFIX = ".record.pt"
 #: Packages whose modules and functions must be the installed ones while checking.
 GUARDED_PACKAGES = ("grader", "course")
-
-
-def grading_dir() -> Path | None:
-    """Where records go while grading, or None when a learner runs the notebook."""
-    value = os.environ.get(GRADING_DIR_ENV)
-    return Path(value) if value else None
 
 
 @dataclass
@@ -56,14 +48,8 @@ class Record:
         self.flags.append(reason)
 
     def save(self, device: torch.device) -> None:
-        """Write the record when grading; do nothing otherwise."""
-        folder = grading_dir()
-        if folder is None:
-            return
-        folder.mkdir(parents=True, exist_ok=True)
-        payload = {"exercise": self.exercise, "passed": self.passed, "flags": list(self.flags),
-                   "device": str(device), "torch": str(torch.__version__), "cases": self.cases}
-        torch.save(payload, folder / f"{self.exercise}{RECORD_SUFFIX}")
+        """Write the record when grading; do nothing otherwise (:mod:`course.checking.records`)."""
+        records.save_record(self.exercise, self.passed, self.flags, device, self.cases)
 
 
 # ---------------------------------------------------------------- tamper scan

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader.autograde.results import Result, atomic_write, load_results
+from grader.results import Result, atomic_write, load_results
 
 
 def write_report(out: Path, results: list[Result], exercises: list[str] | None = None) -> Path:

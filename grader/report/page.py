@@ -11,7 +11,6 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, number, short
 from grader.report.figures import score_histogram, shares_chart, time_histogram
 from grader.report.summary import (
     DID_NOT_RUN,
@@ -21,6 +20,7 @@ from grader.report.summary import (
     ExerciseSummary,
     Timing,
 )
+from grader.results import ERROR, FLAGGED, OK, Result, number, short
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; max-width: 70rem; margin: 1.5rem auto; padding: 0 1rem;

@@ -13,9 +13,8 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
-from grader.autograde.host.submissions import NO_SUBMISSION
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, number
 from grader.paths import section_order
+from grader.results import ERROR, FLAGGED, OK, Result, number
 
 #: How one graded submission did on one exercise, in the report's order.
 FULL, PARTIAL, ZERO, NOT_ATTEMPTED = "full marks", "partial", "zero", "not attempted"
@@ -118,7 +117,7 @@ def summarize(results: list[Result], exercises: list[str] | None = None) -> list
         order = [e for e in exercises or [] if e in found] + [e for e in found if e not in (exercises or [])]
         summaries.append(AssignmentSummary(
             name, students=len(rows),
-            submitted=sum(not r.reason.startswith(NO_SUBMISSION) for r in rows), graded=len(graded),
+            submitted=sum(r.submitted for r in rows), graded=len(graded),
             status={OK: [r.student_id for r in rows if r.status == OK],
                     FLAGGED: [r.student_id for r in rows if r.status == FLAGGED],
                     ERROR: [r.student_id for r in rows if r.status == ERROR],

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.autograde.messages import GradeJob, GradingOptions, WorkerSettings
-from grader.autograde.results import ERROR, Result
 from grader.autograde.sandbox.config import SandboxConfig
 from grader.autograde.worker import job
 from grader.autograde.worker.nbgrader_runs import NbgraderRun
+from grader.results import ERROR, Result
 
 
 def grade_job(tmp_path: Path, source: Path) -> GradeJob:

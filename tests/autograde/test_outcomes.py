@@ -8,7 +8,7 @@ import os
 
 from course.checking import failure
 from course.checking.mistakes import Mistake
-from course.checking.registry import GRADING_DIR_ENV, save_outcome
+from course.checking.records import GRADING_DIR_ENV, save_outcome
 from course.visible.s10_1.qkv_projections import K_FROM_Q, SWAPPED
 from grader.autograde.worker.outcomes import LIMIT, read_outcomes
 

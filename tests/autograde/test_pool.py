@@ -10,7 +10,7 @@ from grader.autograde.host.options import Options
 from grader.autograde.host.pool import Pool, WorkerFailed
 from grader.autograde.host.submissions import Assignment, Submission
 from grader.autograde.messages import Failed, Graded, GradeJob, TemplateBuilt
-from grader.autograde.results import ERROR, FLAGGED, OK, Result
+from grader.results import ERROR, FLAGGED, OK, Result
 
 
 class FakeGuard:

@@ -1,4 +1,4 @@
-"""Results and their status (grader/autograde/results.py), and the messages that carry them
+"""Results and their status (grader/results.py), and the messages that carry them
 across the pipe (grader/autograde/messages.py): no process, no kernel."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, grader_failure, settle
 from grader.autograde.sandbox.config import Limits, SandboxConfig
+from grader.results import ERROR, FLAGGED, OK, Result, csv_rows, grader_failure, settle
 
 
 def result(**fields) -> Result:
@@ -28,7 +28,7 @@ def result(**fields) -> Result:
 
 @pytest.mark.parametrize("fields, status, retry", [
     ({}, OK, False),
-    ({"notes": ["submitted 2.0 h after the deadline"]}, OK, False),
+    ({"notes": ["needs manual grading: x (counted as 0)"]}, OK, False),
     ({"notes": ["cell 3: the kernel died while running this cell"]}, ERROR, False),
     ({"failures": ["the hidden check of x crashed"]}, ERROR, True),
     ({"flags": ["x: its record was saved under another name"]}, FLAGGED, False),
@@ -53,6 +53,18 @@ def test_a_submission_that_cannot_be_graded_is_an_error_kept():
     settled = settle(result(notes=["x.ipynb is missing"]), problem="no submission")
     assert (settled.status, settled.retry, settled.reason) == (ERROR, False, "no submission")
     assert settled.notes == ["no submission", "x.ipynb is missing"]
+
+
+def test_submitted_is_a_field_that_older_files_get_from_their_reason():
+    """Does a result say whether there was a submission as a field (grades.csv's column), and
+    does a file written before the field get it from its reason?"""
+    missing = settle(result(submitted=False), problem="no submission (the student's folder is empty)")
+    assert Result.from_json(missing.to_json()) == missing
+    old = {k: v for k, v in dataclasses.asdict(missing).items() if k != "submitted"}
+    assert Result.from_dict(old).submitted is False
+    assert Result.from_dict({**old, "reason": "x.ipynb is missing"}).submitted is True
+    assert csv_rows([missing, result()], []).splitlines()[0].endswith(",no")
+    assert csv_rows([missing, result()], []).splitlines()[1].endswith(",yes")
 
 
 def test_a_grader_failure_is_retried():

@@ -18,9 +18,9 @@ from grader.autograde.host.fingerprint import tree_digest
 from grader.autograde.host.options import Options
 from grader.autograde.host.sandbox import probe
 from grader.autograde.host.submissions import Assignment, Submission, course_assignments
-from grader.autograde.results import atomic_write
 from grader.autograde.sandbox.config import SandboxConfig, kernel_env
 from grader.paths import GRADEBOOK, with_python_tools
+from grader.results import atomic_write
 
 
 def template_paths(subs: list[Submission], assignments: dict[str, Assignment], options: Options,

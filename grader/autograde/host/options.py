@@ -10,9 +10,9 @@ from pathlib import Path
 
 from grader.autograde.host.sandbox import readable_paths, require_isolation, resolve_files, resolve_user
 from grader.autograde.messages import NBGRADER_HANDLER, GradingOptions
-from grader.autograde.results import ERROR, FLAGGED, OK
 from grader.autograde.sandbox.config import KERNEL_NAME, Limits, SandboxConfig
 from grader.paths import solutions_dir
+from grader.results import ERROR, FLAGGED, OK
 
 
 def available_cpus() -> int:

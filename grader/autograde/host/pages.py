@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import re
 
-from grader.autograde.results import Result, number
+from grader.results import Result, number
 
 MATHJAX = re.compile(r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->", re.S)
 #: Parts of a page where a dollar sign is not math: code, scripts, styles.
@@ -89,8 +89,8 @@ def late_note(result: Result) -> str:
         return ""
     return ('<div class="course-grader-late" style="border:2px solid #8a6d00;background:#fff8e1;'
             'padding:0.6em 1em;margin:1em 0">'
-            f"<strong>Late penalty:</strong> submitted {result.seconds_late / 3600:.1f} h after the "
-            f"deadline; {number(result.late_penalty)} point(s) taken. Score: "
+            f"<strong>Late penalty:</strong> {result.lateness}; "
+            f"{number(result.late_penalty)} point(s) taken. Score: "
             f"{number(result.final_score)} / {number(result.max_score)} "
             f"(before the penalty {number(result.score)}).</div>")
 

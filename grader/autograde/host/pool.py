@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from grader.autograde.host.guard import Guard
+from grader.autograde.host.file_guard import Guard
 from grader.autograde.host.options import Options
 from grader.autograde.host.submissions import Assignment, Submission
 from grader.autograde.messages import (
@@ -35,9 +35,9 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import Result, grader_failure, settle
 from grader.autograde.sandbox.config import PASSTHROUGH_ENV
 from grader.paths import import_roots
+from grader.results import Result, grader_failure, settle
 
 WORKER_START_S = 300
 

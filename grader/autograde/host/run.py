@@ -11,7 +11,7 @@ How a run goes (docs/grading.md has the instructor's version):
    limits.
 4. Start ``--jobs`` workers (:mod:`grader.autograde.host.pool`); each grades one
    submission at a time (:mod:`grader.autograde.worker.job`). Every result goes into OUT
-   as it completes, by this process alone (:mod:`grader.autograde.host.out`).
+   as it completes, by this process alone (:mod:`grader.autograde.host.out_folder`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from grader.autograde.host.cache import cached_probe, sandbox_cache, template_paths
+from grader.autograde.host.file_guard import Guard, grading_folders
 from grader.autograde.host.fingerprint import assignment_context, content_hash, grading_code_digest
-from grader.autograde.host.guard import Guard, grading_folders
 from grader.autograde.host.options import Options, Summary, available_cpus
-from grader.autograde.host.out import Out
+from grader.autograde.host.out_folder import Out
 from grader.autograde.host.pool import Pool, spawn_workers, stop_workers, worker_env
 from grader.autograde.host.submissions import (
     Assignment,
@@ -40,10 +40,10 @@ from grader.autograde.host.submissions import (
     shard,
 )
 from grader.autograde.messages import WorkerSettings
-from grader.autograde.results import ERROR, FLAGGED, OK, Result, load_results, settle
 from grader.autograde.sandbox.config import kernel_env, write_kernelspec
 from grader.errors import SubmissionsError
 from grader.late import load_policy
+from grader.results import ERROR, FLAGGED, OK, Result, load_results, settle
 
 
 class Run:
@@ -77,8 +77,8 @@ class Run:
 
 def problem_result(sub: Submission, digest: str) -> Result:
     """The error row of a submission that cannot be graded."""
-    return settle(Result(sub.student, sub.assignment, notes=list(sub.notes), content_hash=digest),
-                  problem=sub.problem)
+    return settle(Result(sub.student, sub.assignment, notes=list(sub.notes), content_hash=digest,
+                         submitted=sub.submitted), problem=sub.problem)
 
 
 def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> list[str]:

@@ -26,13 +26,10 @@ sys.modules.setdefault("rfc3987_syntax", None)
 
 import nbformat  # noqa: E402
 
-from grader.autograde.results import exercise_name  # noqa: E402
 from grader.errors import SubmissionsError, UsageError  # noqa: E402
 from grader.paths import assignment_folders  # noqa: E402
+from grader.results import NO_SUBMISSION, exercise_name  # noqa: E402
 
-#: The problem of a student of the batch without a folder for the assignment (the report
-#: counts the others as submitted).
-NO_SUBMISSION = "no submission"
 IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
 MAX_ZIP_MB = 4096
@@ -79,6 +76,7 @@ class Submission:
     files: list[str] = field(default_factory=list)  # relative to folder, to grade
     problem: str = ""
     notes: list[str] = field(default_factory=list)
+    submitted: bool = True  # False: no folder for the assignment (``problem`` says so)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -220,8 +218,8 @@ def discover(root: Path, assignments: dict[str, Assignment],
             if (student, name) not in found:
                 empty = not any(_visible(p) for p in (root / student).iterdir())
                 found[(student, name)] = Submission(
-                    student, name, problem=NO_SUBMISSION + (" (the student's folder is empty)"
-                                                              if empty else ""))
+                    student, name, submitted=False,
+                    problem=NO_SUBMISSION + (" (the student's folder is empty)" if empty else ""))
     subs = [s for s in found.values() if only is None or s.assignment in only]
     return sorted(subs, key=lambda s: s.key)
 

@@ -25,7 +25,7 @@ allows:
 
 Without bubblewrap the kernel sees the grader's files with the grader's rights: the run
 says so loudly, and the grader then checks its own files after every notebook
-(:mod:`grader.autograde.host.guard`).
+(:mod:`grader.autograde.host.file_guard`).
 
 The environment is built from scratch (:func:`kernel_env`): PATH, a fresh HOME, the
 grading switches, thread counts, and a short list of GPU/driver variables. The launcher

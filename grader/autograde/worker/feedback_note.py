@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 
-from grader.autograde.results import FLAGGED, Result, number
+from grader.results import FLAGGED, Result, number
 
 NOTE_STYLE = ("margin:1em 0;padding:.8em 1em;border:2px solid {color};border-radius:6px;"
               "background:{background};font-family:sans-serif")
@@ -12,7 +12,8 @@ NOTE_STYLE = ("margin:1em 0;padding:.8em 1em;border:2px solid {color};border-rad
 
 def note_html(result: Result) -> str:
     """A box for the top of a feedback page: what the grader did beyond running the tests."""
-    lines = [*(f"Integrity: {flag}" for flag in result.flags), *result.notes]
+    late = [result.lateness] if result.lateness else []  # a field, not a note: no reason
+    lines = [*(f"Integrity: {flag}" for flag in result.flags), *late, *result.notes]
     if not lines:
         return ""
     flagged = result.status == FLAGGED

@@ -6,8 +6,8 @@
 3. the points back from the scratch gradebook, the integrity records verified
    (:mod:`grader.autograde.worker.verify`), how each check ended
    (:mod:`grader.autograde.worker.outcomes`, for the class report), the cells examined
-   (:mod:`grader.autograde.worker.cells`), the status settled
-   (:func:`grader.autograde.results.settle`);
+   (:mod:`grader.autograde.worker.cell_findings`), the status settled
+   (:func:`grader.results.settle`);
 4. corrected points saved where nbgrader's feedback reads them, ``nbgrader
    generate_feedback``, and the feedback pages and graded notebook left in the job's
    outbox, which the host moves into OUT (the host is OUT's one writer).
@@ -38,14 +38,14 @@ from grader.autograde.messages import (
     TemplateJob,
     WorkerSettings,
 )
-from grader.autograde.results import Result, exercise_name, settle
 from grader.autograde.sandbox.config import kernel_env, sandbox_user
 from grader.autograde.worker import nbgrader_runs
-from grader.autograde.worker.cells import describe_cells
+from grader.autograde.worker.cell_findings import describe_cells
 from grader.autograde.worker.feedback_note import add_note, note_html
 from grader.autograde.worker.outcomes import read_outcomes
 from grader.autograde.worker.verify import apply_integrity, check_records
 from grader.paths import CourseLayout
+from grader.results import Result, exercise_name, settle
 
 
 class NbgraderHandler:
@@ -232,8 +232,6 @@ def read_back(result: Result, run: nbgrader_runs.NbgraderRun, root: Path
     result.max_points = {exercise_name(g): p for g, p in grades.max_points.items()}
     result.points = {exercise_name(g): float(p or 0) for g, p in grades.points.items()}
     result.submitted_at, result.seconds_late = grades.timestamp, grades.seconds_late
-    if result.seconds_late > 0:
-        result.notes.append(f"submitted {result.seconds_late / 3600:.1f} h after the deadline")
     manual = [exercise_name(g) for g, p in grades.points.items() if p is None]
     if manual and run.ok:
         result.notes.append(f"needs manual grading: {', '.join(manual)} (counted as 0)")

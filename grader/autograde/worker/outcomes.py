@@ -1,7 +1,7 @@
 """How each exercise's checks ended in the notebook, read back for the class report.
 
 While grading, every visible and hidden check leaves ``<exercise>.<side>.outcome.json`` in
-the kernel's grading folder (:func:`course.checking.registry.save_outcome`): passed, failed
+the kernel's grading folder (:func:`course.checking.records.save_outcome`): passed, failed
 (with the mistake it recognised, if any) or not attempted. :func:`read_outcomes` turns the
 two sides into one status and one mistake per exercise, stored in the result.
 
@@ -19,8 +19,8 @@ import re
 import stat
 from pathlib import Path
 
-from course.checking.registry import OUTCOME_SUFFIX
-from grader.autograde.results import short
+from course.checking.records import outcome_name
+from grader.results import short
 
 SIDES = ("visible", "hidden")
 STATUSES = ("passed", "failed", "not attempted")
@@ -84,7 +84,7 @@ def read_outcomes(folder: Path, exercises: list[str]) -> tuple[dict[str, str], d
             continue  # not a file name in the folder
         sides = []
         for side in SIDES:
-            data = read_file(folder / f"{exercise}.{side}{OUTCOME_SUFFIX}")
+            data = read_file(folder / outcome_name(exercise, side))
             sides.append(None if data is None else parse_outcome(data, exercise, side))
         combined = combine(*sides)
         if combined is None:

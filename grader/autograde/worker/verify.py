@@ -1,11 +1,11 @@
 """The grader's half of keeping the grade honest: verify the records in a clean process.
 
 Every hidden check saves the learner's outputs in a record
-(:class:`grader.checks.integrity.Record`). This module recomputes the reference for every
-saved case in the grading worker, a process that never ran learner code, and compares
-again; :func:`apply_integrity` then takes the points of an exercise whose test cell passed
-but whose record is missing, failed or flagged. The design and its limits are in
-:mod:`grader.checks.integrity`.
+(:class:`grader.checks.integrity.Record`; the file is defined in :mod:`course.checking.records`).
+This module recomputes the reference for every saved case in the grading worker, a process
+that never ran learner code, and compares again; :func:`apply_integrity` then takes the
+points of an exercise whose test cell passed but whose record is missing, failed or flagged.
+The design and its limits are in :mod:`grader.checks.integrity`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from grader.autograde.results import Result
+from course.checking.records import RECORD_SUFFIX, load_record, record_name
 from grader.checks import EXERCISES
-from grader.checks.core import Case, CheckFailure, grading_device
-from grader.checks.integrity import RECORD_SUFFIX
+from grader.checks.guarded_calls import Case, CheckFailure, grading_device
+from grader.results import Result
 
 
 @dataclass(frozen=True)
@@ -29,11 +27,6 @@ class Verdict:
     passed: bool
     flags: tuple[str, ...]
     reason: str = ""
-
-
-def load_record(path: Path) -> dict:
-    """A saved record, loaded without running any pickled code."""
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def verify_record(record: dict) -> Verdict:
@@ -88,7 +81,7 @@ def apply_integrity(result: Result, exercises: list[str], verdicts: dict[str, di
     for exercise, verdict in verdicts.items():
         for flag in verdict["flags"]:
             result.flags.append(f"{exercise}: {flag}")
-        if verdict["file"] != f"{exercise}{RECORD_SUFFIX}":
+        if verdict["file"] != record_name(exercise):
             result.flags.append(f"{exercise}: its record was saved under another name "
                                 f"({verdict['file']})")
     for exercise in exercises:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from course import checking
 from course.visible.s10_3.merge_heads import MergeHeads
-from grader.checks.common import reference_merge
 from grader.checks.exercise import Exercise, registered
 from grader.checks.s10_3.heads import CASES
+from grader.checks.shared_references import reference_merge
 
 
 @registered

@@ -27,9 +27,9 @@ from course.visible.s10_4.apply_rotary import (
     ApplyRotary,
     rotary_case,
 )
-from grader.checks.common import F64
-from grader.checks.core import Case, Outputs, generator, randn
 from grader.checks.exercise import Exercise, forward_backward, registered
+from grader.checks.guarded_calls import Case, Outputs, generator, randn
+from grader.checks.shared_references import F64
 
 FORMULA = "pair (x[..., 2i], x[..., 2i+1]) turned counter-clockwise by p * base^(-2i/d)"
 AGAINST = {"output": FORMULA, "rotated q": FORMULA, "grad x": "the gradient of the rotation",

@@ -9,9 +9,9 @@ import torch
 
 from course.checking import Case, generator, randn, with_gradients
 from course.visible.s10_4.positional_encoding import PositionalEncodingModule, cases
-from grader.checks.common import encoding_table
 from grader.checks.exercise import Exercise, check_device_independence, registered
 from grader.checks.s10_4.sinusoidal_positional_encoding import SWITCHES
+from grader.checks.shared_references import encoding_table
 
 
 def _added(case: Case, device: torch.device, **switch):

@@ -18,9 +18,9 @@ from course.visible.s10_4.relative_shift_matrix import (
     RelativeShiftMatrix,
     cases,
 )
-from grader.checks.common import F64, encoding, frequencies
-from grader.checks.core import Case, Outputs
 from grader.checks.exercise import Exercise, registered
+from grader.checks.guarded_calls import Case, Outputs
+from grader.checks.shared_references import F64, encoding, frequencies
 
 SWITCHES = {TRANSPOSED: {"transposed": True}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, SAME_ANGLE: {"same_angle": True},

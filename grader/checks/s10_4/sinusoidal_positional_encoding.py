@@ -17,11 +17,11 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     expect_float32_table,
     property_hint,
 )
-from grader.checks.common import encoding_table
 from grader.checks.exercise import Exercise, registered
+from grader.checks.shared_references import encoding_table
 
 FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the same angle)"
-#: Each mistake as switches of :func:`grader.checks.common.encoding_table`.
+#: Each mistake as switches of :func:`grader.checks.shared_references.encoding_table`.
 SWITCHES = {SWAPPED: {"swap": True}, FROM_ONE: {"start": 1}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, COS_COLUMN: {"cos_column": True}, INVERTED: {"inverted": True},
             HALVES: {"halves": True}}

@@ -6,8 +6,8 @@ import torch
 
 from course.checking.standins import expect_bool_mask
 from course.visible.s10_6.causal_mask import WRONG
-from grader.checks.core import Case, CheckFailure, Outputs, call_learner, expect_tensor
 from grader.checks.exercise import Exercise, registered
+from grader.checks.guarded_calls import Case, CheckFailure, Outputs, call_learner, expect_tensor
 
 CASES = [Case(f"n={n}", 700 + n, {"n": n}) for n in (5, 2, 7, 1)]  # n=1 last: ambiguous
 

@@ -19,7 +19,6 @@ from course.visible.s10_6.decoder_block import (
     NORM2_TWICE,
     NORM_MEMORY,
 )
-from grader.checks.core import Case, CheckFailure, Outputs, call_learner, expect_tensor, generator, randn
 from grader.checks.exercise import (
     Exercise,
     build_module,
@@ -28,6 +27,15 @@ from grader.checks.exercise import (
     load_parameters,
     registered,
     seeded_parameters,
+)
+from grader.checks.guarded_calls import (
+    Case,
+    CheckFailure,
+    Outputs,
+    call_learner,
+    expect_tensor,
+    generator,
+    randn,
 )
 from grader.checks.s10_6.functional import (
     block_shapes,

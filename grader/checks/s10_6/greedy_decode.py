@@ -7,8 +7,8 @@ import torch
 
 from course.checking.standins import expect_token_ids, scripted_batch
 from course.visible.s10_6.greedy_decode import why_not_greedy, wrong_length
-from grader.checks.core import Case, CheckFailure, call_learner
 from grader.checks.exercise import Exercise, registered
+from grader.checks.guarded_calls import Case, CheckFailure, call_learner
 
 
 def until_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:

@@ -6,8 +6,8 @@ import torch
 
 from course.checking.standins import expect_bool_mask
 from course.visible.s10_6.padding_mask import WRONG, expect_key_shape
-from grader.checks.core import Case, Outputs, call_learner
 from grader.checks.exercise import Exercise, check_device_independence, registered
+from grader.checks.guarded_calls import Case, Outputs, call_learner
 
 CASES = [  # explicit rows, pad_id
     Case("B=2, n=5, padding at the end", 710, {"rows": [[5, 9, 4, 7, 0], [6, 8, 0, 0, 0]], "pad": 0}),

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_6.train_step import SETTINGS, VARIANTS, Setting, build, expected, learner_outputs
-from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner
 
 MORE = [
     Setting("SGD with momentum, a warm-up scheduler, pad_id=4, label_smoothing=0.3, max_grad_norm=1.5, the "

@@ -25,17 +25,6 @@ from course.visible.s10_6.transformer import (
     NO_TGT_POSITIONS,
     PADDING_HINT,
 )
-from grader.checks.common import sinusoidal_table
-from grader.checks.core import (
-    Case,
-    CheckFailure,
-    Outputs,
-    call_learner,
-    close,
-    expect_tensor,
-    generator,
-    tolerance,
-)
 from grader.checks.exercise import (
     Exercise,
     build_module,
@@ -44,6 +33,16 @@ from grader.checks.exercise import (
     load_parameters,
     registered,
     seeded_parameters,
+)
+from grader.checks.guarded_calls import (
+    Case,
+    CheckFailure,
+    Outputs,
+    call_learner,
+    close,
+    expect_tensor,
+    generator,
+    tolerance,
 )
 from grader.checks.s10_6.decoder_block import FORBIDDEN, lengths_mask
 from grader.checks.s10_6.functional import (
@@ -54,6 +53,7 @@ from grader.checks.s10_6.functional import (
     layer_norm,
     torch_layer_grads,
 )
+from grader.checks.shared_references import sinusoidal_table
 
 # B, n_src, n_tgt, d_model, h, d_ff, src vocabulary, tgt vocabulary: every dimension differs.
 MODEL_DIMS = (2, 6, 5, 12, 3, 10, 11, 13)

@@ -19,8 +19,8 @@ from course.visible.s10_7.gpt import (
     reference_outputs,
     seeded_values,
 )
-from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, build_module, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 CONFIGS = [  # name, config, B, n, padded positions at the end of row 0

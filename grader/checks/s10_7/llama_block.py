@@ -14,8 +14,8 @@ from course.visible.s10_7.llama_block import (
     learner_outputs,
     reference_outputs,
 )
-from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 CONFIGS = [  # name, config, B, n, mask

@@ -12,8 +12,8 @@ from course.visible.s10_7.lm_loss import (
     outputs,
     reference,
 )
-from grader.checks.core import Case, call_learner, expect_tensor
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner, expect_tensor
 from grader.checks.tripwire import LOSSES, SOFTMAX
 
 SHAPES = [  # name, B, n, V, pad_id, padded positions of row 0, label_smoothing, logit scale

@@ -15,7 +15,6 @@ from course.visible.s10_7.rms_norm import (
     outputs,
     reference_norm,
 )
-from grader.checks.core import Case, call_learner, expect_tensor, generator, randn
 from grader.checks.exercise import (
     Exercise,
     build_module,
@@ -23,6 +22,7 @@ from grader.checks.exercise import (
     load_parameters,
     registered,
 )
+from grader.checks.guarded_calls import Case, call_learner, expect_tensor, generator, randn
 from grader.checks.tripwire import RMS_NORM
 
 SHAPES = [  # name, shape of x, eps (None: the default), scale of x

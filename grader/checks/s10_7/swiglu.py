@@ -12,8 +12,8 @@ from course.visible.s10_7.swiglu import (
     learner_outputs,
     reference_outputs,
 )
-from grader.checks.core import Case, call_learner
 from grader.checks.exercise import Exercise, build_module, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner
 
 SHAPES = [  # name, d_model, d_ff, x's leading dims
     ("2-D x (4, 6), d_ff 9", 6, 9, (4,)),

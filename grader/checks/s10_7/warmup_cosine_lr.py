@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from course.visible.s10_7.warmup_cosine_lr import SWITCHES, expected_schedule, learner, schedule
-from grader.checks.core import Case
 from grader.checks.exercise import Exercise, registered
+from grader.checks.guarded_calls import Case
 
 SCHEDULES = [  # name, peak_lr, warmup_steps, total_steps, min_lr (None: the default), steps checked
     ("warm-up 10, total 50, min_lr 1e-5", 1e-3, 10, 50, 1e-5, 60),

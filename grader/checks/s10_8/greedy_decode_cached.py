@@ -21,12 +21,12 @@ from course.visible.s10_8.greedy_decode_cached import (
     wrong_counts,
     wrong_length,
 )
-from grader.checks.common import attention_weights
-from grader.checks.core import Case, CheckFailure, Outputs, call_learner
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, CheckFailure, Outputs, call_learner
 from grader.checks.s10_6.greedy_decode import until_eos
 from grader.checks.s10_6.transformer import source_mask
 from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy
+from grader.checks.shared_references import attention_weights
 
 
 def _split(linear: nn.Module, x: torch.Tensor, h: int) -> torch.Tensor:

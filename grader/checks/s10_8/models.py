@@ -9,9 +9,8 @@ import math
 import torch
 from torch import nn
 
-from grader.checks.common import attention_weights, sinusoidal_table
-from grader.checks.core import Case, generator
 from grader.checks.exercise import seeded_parameters
+from grader.checks.guarded_calls import Case, generator
 from grader.checks.s10_6.transformer import (
     MODEL_DIMS,
     model_options,
@@ -19,6 +18,7 @@ from grader.checks.s10_6.transformer import (
     token_ids,
     transformer_shapes,
 )
+from grader.checks.shared_references import attention_weights, sinusoidal_table
 
 
 class _Attention(nn.Module):

@@ -23,8 +23,8 @@ from course.visible.s10_8.next_token_probs import (
     case_logits,
     learner_probs,
 )
-from grader.checks.core import Case, call_learner, generator, randn
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case, call_learner, generator, randn
 
 
 def _renormalised(probs, keep):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_8.sample import StandIn, check_case, contract_next_token_probs
-from grader.checks.core import Case
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
+from grader.checks.guarded_calls import Case
 
 SETTINGS = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
     ("temperature 0 (greedy), past max_len", 2, 3, 6, 0.0, None, None, None, 10),

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from grader.autograde.worker.preprocessors.cell_marks import MARK
 from grader.autograde.worker.preprocessors.mark_duplicates import MarkDuplicates
-from grader.autograde.worker.preprocessors.marks import MARK
 
 
 def ids(nb) -> list:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from nbclient.client import NotebookClient
 
-from grader.autograde.worker.preprocessors.marks import MARK, NOT_RUN, OUTPUT_CUT
+from grader.autograde.worker.preprocessors.cell_marks import MARK, NOT_RUN, OUTPUT_CUT
 from grader.autograde.worker.preprocessors.resilient_execute import ResilientExecute
 
 

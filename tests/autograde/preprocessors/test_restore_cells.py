@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.autograde.worker.preprocessors.marks import MARK
+from grader.autograde.worker.preprocessors.cell_marks import MARK
 from grader.autograde.worker.preprocessors.restore_cells import RestoreCells, as_released
 
 

@@ -13,6 +13,6 @@ Swapped in through configuration (:func:`grader.autograde.worker.nbgrader_runs.c
   grade cell 0 when it wrote anything to stderr);
 * :mod:`.mark_duplicates`: a ``DeduplicateIds`` that marks the copies it demotes.
 
-The marks they leave in cell metadata and the error outputs they add (:mod:`.marks`) are
-read back by :mod:`grader.autograde.worker.cells` for the grader's notes.
+The marks they leave in cell metadata and the error outputs they add (:mod:`.cell_marks`) are
+read back by :mod:`grader.autograde.worker.cell_findings` for the grader's notes.
 """

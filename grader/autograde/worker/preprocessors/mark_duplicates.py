@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nbgrader.preprocessors import DeduplicateIds
 
-from grader.autograde.worker.preprocessors.marks import MARK
+from grader.autograde.worker.preprocessors.cell_marks import MARK
 
 
 class MarkDuplicates(DeduplicateIds):

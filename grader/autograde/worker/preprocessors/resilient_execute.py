@@ -11,7 +11,7 @@ from nbgrader import utils
 from nbgrader.preprocessors import Execute
 from traitlets import Integer
 
-from grader.autograde.worker.preprocessors.marks import (
+from grader.autograde.worker.preprocessors.cell_marks import (
     KERNEL_DIED,
     KERNEL_UNRESPONSIVE,
     MARK,

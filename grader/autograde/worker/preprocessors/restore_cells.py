@@ -11,7 +11,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import OverwriteCells
 from traitlets import Unicode
 
-from grader.autograde.worker.preprocessors.marks import MARK, RESTORED_NOTE
+from grader.autograde.worker.preprocessors.cell_marks import MARK, RESTORED_NOTE
 from grader.publish import setup_cell
 
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?",

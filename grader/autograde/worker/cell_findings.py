@@ -13,14 +13,15 @@ from pathlib import Path
 
 import nbformat
 
-from grader.autograde.worker.preprocessors import marks as pre
+from course.checking.records import GRADING_DIR_ENV, RECORD_SUFFIX
+from grader.autograde.worker.preprocessors import cell_marks as pre
 from grader.checks import EXERCISES
 from grader.paths import PACKAGE_DIR
 
 #: Patterns in a learner's own code cells that have no business in an exercise.
 SUSPICIOUS = {
-    r"\bCOURSE_GRADING_DIR\b": "reads the grading folder variable COURSE_GRADING_DIR",
-    r"record\.pt\b": "touches the integrity records (*.record.pt)",
+    rf"\b{GRADING_DIR_ENV}\b": f"reads the grading folder variable {GRADING_DIR_ENV}",
+    re.escape(RECORD_SUFFIX[1:]) + r"\b": f"touches the integrity records (*{RECORD_SUFFIX})",
     r"^\s*(?:from|import)\s+grader\b": "imports the grader package",
     r"\bsys\.modules\s*\[[^\]]*\]\s*=": "assigns into sys.modules",
     r"/proc\b": "reads /proc (other processes)",

@@ -1,9 +1,9 @@
-"""The machinery of the hidden checks: cases, running learner code, comparing, diagnosing.
+"""Calling learner code the way grading does: under the tripwires, on the grading device.
 
-Every exercise is an :class:`Exercise`: it lists its cases, runs an implementation on a
-case (forward and backward) and returns named tensors. The learner's tensors are compared
-with the live PyTorch reference's; when they differ, the same inputs are run through
-known wrong variants ("mistakes") to name the likely bug.
+:func:`call_learner` runs learner code while the references it is graded against are
+watched (a call to one is a :class:`ForbiddenCall`); :func:`grading_device` and
+:func:`exact_matmul` say where and how the cases run; :func:`detach_outputs` makes the
+plain tensors a record saves. The case-running engine is :mod:`grader.checks.exercise`.
 """
 
 from __future__ import annotations

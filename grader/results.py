@@ -23,11 +23,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 OK, ERROR, FLAGGED = "ok", "error", "flagged"
+#: The problem of a student of the batch without a folder for the assignment.
+NO_SUBMISSION = "no submission"
 
 #: Columns before the exercises' points, and after them. ``score`` is the points after the
 #: late penalty, ``raw_score`` before it (the sum of the exercises' points).
 HEAD = ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score"]
-TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch"]
+#: ``submitted`` (yes/no) came last, after ``torch``, so readers of older files by position
+#: still find every earlier column where it was.
+TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch", "submitted"]
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Result:
     mistakes: dict[str, dict] = field(default_factory=dict)  # exercise -> {"name", "description"}
     late_penalty: float = 0.0  # points taken by the course's late policy (grader.late)
     lms: dict[str, str] = field(default_factory=dict)  # what the LMS said: user id, late marker
+    submitted: bool = True  # False: the batch has the student but not this assignment
 
     @property
     def final_score(self) -> float:
@@ -68,6 +73,13 @@ class Result:
     def late(self) -> bool:
         """Late by nbgrader's timestamp and the deadline, or by the LMS's own marker."""
         return self.seconds_late > 0 or self.lms.get("late") == "yes"
+
+    @property
+    def lateness(self) -> str:
+        """"submitted 1.5 h after the deadline", from ``seconds_late``; empty when on time."""
+        if self.seconds_late <= 0:
+            return ""
+        return f"submitted {self.seconds_late / 3600:.1f} h after the deadline"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -82,6 +94,8 @@ class Result:
 
     @classmethod
     def from_dict(cls, data: dict) -> Result:
+        if "submitted" not in data:  # a file written before the field said so in its reason only
+            data = {**data, "submitted": not data.get("reason", "").startswith(NO_SUBMISSION)}
         return cls(**data)
 
     def sound(self) -> bool:
@@ -205,7 +219,7 @@ def csv_rows(results: list[Result], exercises: list[str], header: bool = False) 
              number(r.late_penalty), number(r.max_score)]
             + [number(r.points[e]) if e in r.points else "" for e in exercises]
             + [r.status, short(r.reason), r.submitted_at, number(round(r.seconds_late)),
-               "yes" if r.late else "no", r.device, r.torch])
+               "yes" if r.late else "no", r.device, r.torch, "yes" if r.submitted else "no"])
     return buffer.getvalue()
 
 

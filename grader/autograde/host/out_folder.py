@@ -1,7 +1,7 @@
 """OUT, written by one process only, the host: results, grades.csv, the manifest, the pages.
 
 * ``results/<student>/<assignment>.json``: one per submission, written atomically as it
-  completes (:func:`grader.autograde.results.save_result`), so a crash loses nothing
+  completes (:func:`grader.results.save_result`), so a crash loses nothing
   already graded and a rerun resumes from them;
 * ``grades.csv``: at the start the header and the rows kept from an earlier run, then one
   row appended (and flushed) per result as it completes, and at the end the whole file
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from grader import late
 from grader.autograde.host.pages import finish_page
-from grader.autograde.results import Result, atomic_write, csv_rows, csv_text, save_result
+from grader.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
 PARTS = ("feedback", "autograded")

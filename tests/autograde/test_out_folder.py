@@ -1,4 +1,4 @@
-"""OUT and its one writer (grader/autograde/host/out.py): grades.csv appended as results come,
+"""OUT and its one writer (grader/autograde/host/out_folder.py): grades.csv appended as results come,
 sorted once at the end, and left whole enough by a crash for the rerun."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import csv
 import io
 
-from grader.autograde.host.out import Out
-from grader.autograde.results import Result, csv_text, load_results
+from grader.autograde.host.out_folder import Out
+from grader.results import Result, csv_text, load_results
 
 
 def result(student: str, score: float = 1.0) -> Result:
