@@ -69,9 +69,14 @@ CASES = [
     Case(
         "10.7",
         Path("notebooks/10.7-gpt/gpt.ipynb"),
-        "log_probs = logits - logits.exp().sum(-1, keepdim=True).log()\n"
-        "return -log_probs.gather(-1, targets[..., None]).mean()  # deliberately wrong: padding counted",
-        "This looks like padded positions not ignored",
+        "self.tok_embed = nn.Embedding(vocab_size, d_model)\n"
+        "self.pos_embed = nn.Embedding(max_len, d_model)\n"
+        "self.blocks = nn.ModuleList(\n"
+        "    TransformerBlock(d_model, num_heads, d_ff, dropout, 'gelu', norm_first=True)\n"
+        "    for _ in range(num_layers))\n"
+        "self.norm = nn.LayerNorm(d_model)\n"
+        "self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # deliberately wrong: not tied",
+        "This looks like an output layer with its own weight",
     ),
 ]
 
