@@ -9,16 +9,16 @@ import math
 import torch
 from torch import nn
 
-from grader.checks.common import attention_weights, sinusoidal_table
-from grader.checks.core import Case, generator
-from grader.checks.exercise import seeded_parameters
-from grader.checks.s10_6.transformer import (
+from course.visible.s10_6.transformer import (
     MODEL_DIMS,
     model_options,
     source_mask,
     token_ids,
     transformer_shapes,
 )
+from grader.checks.common import attention_weights, sinusoidal_table
+from grader.checks.core import Case, generator
+from grader.checks.exercise import seeded_parameters
 
 
 class _Attention(nn.Module):

@@ -15,7 +15,6 @@ from course.visible.s10_8.greedy_decode_cached import (
     POSITION_NEXT,
     POSITION_ZERO,
 )
-from grader.checks.s10_6.functional import functional_decoder_block
 from grader.checks.s10_8.greedy_decode_cached import attend, cached_greedy
 from grader.checks.s10_8.models import reference_greedy
 from tests.answers import DEVICE, bug, right
@@ -165,6 +164,38 @@ def encoder_every_step(model, src, bos_id, eos_id, max_len):
     for _ in range(2, max_len):
         model.encode(src, (src != model.pad_id)[:, None, None, :])
     return cached_greedy(model, src, bos_id, eos_id, max_len)
+
+
+def _attend(query, key_value, p, prefix, h, mask):
+    """Multi-head attention from primitives with the notebook's parameter names."""
+    B, n_q, d = query.shape
+
+    def heads(x, w):  # (B, n, d) -> (B, h, n, d // h)
+        projected = F.linear(x, p[f"{prefix}{w}.weight"], p[f"{prefix}{w}.bias"])
+        return projected.view(B, -1, h, d // h).transpose(1, 2)
+
+    q, k, v = heads(query, "w_q"), heads(key_value, "w_k"), heads(key_value, "w_v")
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d // h)).masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, n_q, d)
+    return F.linear(out, p[f"{prefix}w_o.weight"], p[f"{prefix}w_o.bias"])
+
+
+def functional_decoder_block(x, memory, p, prefix, h, tgt_mask, memory_mask, activation, norm_first):
+    """A DecoderBlock from primitives (F.linear, F.layer_norm) and the block's weights."""
+    def norm(y, name):
+        return F.layer_norm(y, y.shape[-1:], p[f"{prefix}{name}.weight"], p[f"{prefix}{name}.bias"])
+
+    def ffn(y):
+        hidden = F.linear(y, p[f"{prefix}ffn.linear1.weight"], p[f"{prefix}ffn.linear1.bias"])
+        hidden = F.gelu(hidden) if activation == "gelu" else F.relu(hidden)
+        return F.linear(hidden, p[f"{prefix}ffn.linear2.weight"], p[f"{prefix}ffn.linear2.bias"])
+
+    sublayers = ((lambda y: _attend(y, y, p, f"{prefix}self_attn.", h, tgt_mask), "norm1"),
+                 (lambda y: _attend(y, memory, p, f"{prefix}cross_attn.", h, memory_mask), "norm2"),
+                 (ffn, "norm3"))
+    for sublayer, name in sublayers:
+        x = x + sublayer(norm(x, name)) if norm_first else norm(x + sublayer(x), name)
+    return x
 
 
 def through_weights(model, src, bos_id, eos_id, max_len):
