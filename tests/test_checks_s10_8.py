@@ -203,13 +203,13 @@ def test_contract_probabilities_by_hand():
 def test_sample_cases_stop_early_and_truncate(solution):
     """Does a visible case stop before max_new_tokens with rows finishing at different steps, and does
     another feed the model more than max_len tokens unless it truncates?"""
-    outs = {case[0]: sample.check_case(solution["sample"], case) for case in sample.CASES}
-    name, B, n0, max_new, *_, eos_id, _ = sample.CASES[1]
+    outs = {case[0]: sample.check_case(solution["sample"], case) for case in sample.SETTINGS}
+    name, B, n0, max_new, *_, eos_id, _ = sample.SETTINGS[1]
     out = outs[name]
     assert out.shape[1] < n0 + max_new
     first_eos = [(row == eos_id).nonzero()[0].item() for row in out]
     assert len(set(first_eos)) > 1
-    name, B, n0, max_new, *_ = sample.CASES[2]
+    name, B, n0, max_new, *_ = sample.SETTINGS[2]
     assert n0 + max_new > sample.StandIn().max_len + 1
 
 
