@@ -17,12 +17,15 @@ from course.checking import CheckFailure, single_thread
 from course.visible.s10_6.transformer import inputs as transformer_inputs
 from course.visible.s10_6.transformer import torch_outputs
 from course.visible.s10_8 import next_token_probs, sample
+from course.visible.s10_8.next_token_probs import logits_of as _logits
+from course.visible.s10_8.next_token_probs import options_of as _options
 from grader.checks import s10_8
 from grader.checks.core import close, tolerance
 from grader.checks.s10_6 import transformer
 from grader.checks.s10_8 import beam_search, greedy_decode_cached, models
 from grader.checks.s10_8 import next_token_probs as probs_check
-from grader.checks.s10_8.next_token_probs import NextTokenProbs, _logits, _options, contract_probs
+from grader.checks.s10_8.next_token_probs import GradedNextTokenProbs as NextTokenProbs
+from grader.checks.s10_8.next_token_probs import contract_probs
 from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared

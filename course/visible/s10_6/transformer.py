@@ -132,10 +132,6 @@ def token_ids(shape, vocab: int, pad: int, g: torch.Generator) -> torch.Tensor:
     return ids + (ids >= pad).long()
 
 
-def source_mask(src: torch.Tensor, pad: int) -> torch.Tensor:
-    return (src != pad)[:, None, None, :]  # (B, 1, 1, n_src)
-
-
 def inputs(case: Case, device):
     """src (B, n_src) with padding at the end of row 0 (and maybe 1), tgt (B, n_tgt), the seeded
     parameters, and a seeded positional table (max_len, d_model) that both models are given."""
@@ -174,7 +170,7 @@ def torch_outputs(case: Case, device, *, tgt_mask="causal", encoder_padding=True
         copy_into_torch(layer.to(device, case.dtype).train(), p, prefix=prefix)
     own = {k: v.requires_grad_() for k, v in p.items()  # embeddings, final norms, out
            if not k.startswith(("encoder_layers.", "decoder_layers."))}
-    real = source_mask(src, pad)  # True = a real token
+    real = (src != pad)[:, None, None, :]  # (B, 1, 1, n_src), True = a real token
 
     def norm(x, name):
         return F.layer_norm(x, x.shape[-1:], p[f"{name}.weight"], p[f"{name}.bias"])
@@ -279,7 +275,7 @@ class TransformerModel(Exercise):
         with torch.no_grad():
             model.pos_encoding.pe.copy_(pe)
         pad = case.params["pad"]
-        src_mask = source_mask(src, pad)
+        src_mask = (src != pad)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask(src, pad_id)
 
         def call():
             memory = expect_tensor(self.call(case, model.encode, src, src_mask),

@@ -11,7 +11,6 @@ from torch import nn
 
 from course.checking import close_score
 from course.checking.standins import expect_token_ids
-from course.visible.s10_6.transformer import source_mask
 from course.visible.s10_8.beam_search import (
     DROP_FINISHED,
     FINISHED_COMPETE,
@@ -29,7 +28,7 @@ from course.visible.s10_8.beam_search import (
 )
 from grader.checks.core import Case, CheckFailure, Outputs, call_learner, generator
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
-from grader.checks.s10_8.models import decoding_model, decoding_source
+from grader.checks.s10_8.models import decoding_model, decoding_source, source_mask
 
 
 class TableModel(nn.Module):

@@ -9,7 +9,6 @@ from torch import nn
 
 from course.checking.standins import expect_token_ids
 from course.visible.s10_6.greedy_decode import until_eos
-from course.visible.s10_6.transformer import source_mask
 from course.visible.s10_8.greedy_decode_cached import (
     ALWAYS_POST,
     NAME,
@@ -26,7 +25,7 @@ from course.visible.s10_8.greedy_decode_cached import (
 from grader.checks.common import attention_weights
 from grader.checks.core import Case, CheckFailure, Outputs, call_learner
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
-from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy
+from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy, source_mask
 
 
 def _split(linear: nn.Module, x: torch.Tensor, h: int) -> torch.Tensor:

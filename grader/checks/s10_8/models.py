@@ -12,7 +12,6 @@ from torch import nn
 from course.visible.s10_6.transformer import (
     MODEL_DIMS,
     model_options,
-    source_mask,
     token_ids,
     transformer_shapes,
 )
@@ -20,6 +19,9 @@ from grader.checks.common import attention_weights, sinusoidal_table
 from grader.checks.core import Case, generator
 from grader.checks.exercise import seeded_parameters
 
+
+def source_mask(src: torch.Tensor, pad: int) -> torch.Tensor:
+    return (src != pad)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask, which grading alone holds
 
 class _Attention(nn.Module):
     """MultiHeadAttention with the notebook's names; returns (output, weights)."""
