@@ -17,7 +17,7 @@ from course.visible.s10_8.greedy_decode_cached import (
 )
 from grader.checks.s10_8.greedy_decode_cached import attend, cached_greedy
 from grader.checks.s10_8.models import reference_greedy
-from tests.answers import DEVICE, bug, right
+from tests.answers import bug, right
 
 EXERCISE = "greedy_decode_cached"
 
@@ -259,6 +259,6 @@ def answers(solution):
         bug("always post-norm", make_cached(norm_first=False),
             hidden=r"post-norm sublayers", mistake=ALWAYS_POST),
         bug("helper as a method", as_method, hidden=r"keep your helpers"),
-        bug("tensor on a fixed device", cached_fixed_device, hidden=r"without a device", only=DEVICE),
+        bug("tensor on a fixed device", cached_fixed_device, hidden=r"without a device"),
         bug("float ids", cached_float_ids, hidden=r"dtype=torch\.long"),
     ]
