@@ -11,11 +11,14 @@ from course import checking
 from grader.checks import EXERCISES, SECTIONS
 
 #: The sections whose exercises are defined once, in their visible modules (issue 27).
-ONE_ENGINE = ("10.1", "10.2", "10.3", "10.4", "10.5")
+ONE_ENGINE = ("10.1", "10.2", "10.3", "10.4", "10.5", "10.6", "10.8")
+#: Not yet: beam_search's visible check knows the best hypotheses of its tables; grading searches
+#: random tables, other bos/eos ids and the notebook's Transformer, kinds with no visible instance.
+NOT_YET = ("beam_search",)
 
 
 def graded(section: str) -> list[str]:
-    return list(SECTIONS[section].EXERCISES)
+    return [name for name in SECTIONS[section].EXERCISES if name not in NOT_YET]
 
 
 @pytest.mark.parametrize("name", [name for section in ONE_ENGINE for name in graded(section)])

@@ -14,14 +14,18 @@ import torch
 
 import course
 from course.checking import CheckFailure, single_thread
+from course.visible.s10_6.transformer import inputs as transformer_inputs
+from course.visible.s10_6.transformer import torch_outputs
 from course.visible.s10_8 import next_token_probs, sample
+from course.visible.s10_8.next_token_probs import logits_of as _logits
+from course.visible.s10_8.next_token_probs import options_of as _options
 from grader.checks import s10_8
 from grader.checks.guarded_calls import close, tolerance
 from grader.checks.s10_6 import transformer
 from grader.checks.s10_8 import beam_search, greedy_decode_cached, models
 from grader.checks.s10_8 import next_token_probs as probs_check
-from grader.checks.s10_8.next_token_probs import NextTokenProbs, _logits, _options, contract_probs
-from grader.checks.shared_references import sinusoidal_table
+from grader.checks.s10_8.next_token_probs import GradedNextTokenProbs as NextTokenProbs
+from grader.checks.s10_8.next_token_probs import contract_probs
 from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared
@@ -62,17 +66,17 @@ def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
 # ---------------------------------------------------------------- the decoding cases
 
 
-@pytest.mark.parametrize("case", transformer.TRANSFORMER_CASES, ids=str)
-def test_notebook_transformer_matches_the_functional_model(case):
-    """Does the check's own model (the notebook's layout) compute what the functional model does?"""
+@pytest.mark.parametrize("case", transformer.CASES, ids=str)
+def test_notebook_transformer_matches_the_reference(case):
+    """Does the check's own model (the notebook's layout) compute what 10.6's reference does?"""
     device = torch.device("cpu")
-    src, tgt, p = transformer.transformer_inputs(case, device)
+    src, tgt, p, positions = transformer_inputs(case, device)
     model = models.NotebookTransformer(case).to(device, case.dtype).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():
             param.copy_(p[name])
-        model.pos_encoding.pe.copy_(sinusoidal_table(models.DECODE_MAX_LEN, 12, case.dtype, device))
-        memory, logits = transformer.functional_transformer(src, tgt, p, case)
+        model.pos_encoding.pe[: len(positions)].copy_(positions)
+        logits = torch_outputs(case, device)["logits"]
         assert close(model(src, tgt), logits, *tolerance(case.dtype, device))
 
 
@@ -202,13 +206,13 @@ def test_contract_probabilities_by_hand():
 def test_sample_cases_stop_early_and_truncate(solution):
     """Does a visible case stop before max_new_tokens with rows finishing at different steps, and does
     another feed the model more than max_len tokens unless it truncates?"""
-    outs = {case[0]: sample.check_case(solution["sample"], case) for case in sample.CASES}
-    name, B, n0, max_new, *_, eos_id, _ = sample.CASES[1]
+    outs = {case[0]: sample.check_case(solution["sample"], case) for case in sample.SETTINGS}
+    name, B, n0, max_new, *_, eos_id, _ = sample.SETTINGS[1]
     out = outs[name]
     assert out.shape[1] < n0 + max_new
     first_eos = [(row == eos_id).nonzero()[0].item() for row in out]
     assert len(set(first_eos)) > 1
-    name, B, n0, max_new, *_ = sample.CASES[2]
+    name, B, n0, max_new, *_ = sample.SETTINGS[2]
     assert n0 + max_new > sample.StandIn().max_len + 1
 
 

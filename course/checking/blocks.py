@@ -4,7 +4,7 @@ polarity, and dropout that must be off in ``eval()`` mode."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -32,32 +32,70 @@ def torch_mask(mask: torch.Tensor | None, B: int, h: int, n_q: int, n_k: int) ->
     return ~mask.expand(B, h, n_q, n_k).reshape(B * h, n_q, n_k)
 
 
-def copy_into_torch(layer: nn.Module, module: nn.Module, *, swap: dict[str, str] | None = None) -> nn.Module:
-    """Load an encoder or decoder block's weights into an nn.Transformer*Layer; returns the layer.
+def _torch_slot(layer: nn.Module, name: str) -> tuple[torch.Tensor, int | None]:
+    """Where our parameter ``name`` lives in an nn.Transformer*Layer: (tensor, chunk of 3 or None).
 
-    ``w_q``, ``w_k``, ``w_v`` go into ``in_proj_*`` (stacked), ``cross_attn`` is PyTorch's
-    ``multihead_attn``, ``ffn.linearX`` its ``linearX``; ``swap`` maps norms to other norms
-    (``{"norm1": "norm2"}`` loads our norm2 into PyTorch's norm1).
+    ``self_attn.w_k.weight`` is chunk 1 of ``self_attn.in_proj_weight``; ``cross_attn`` is PyTorch's
+    ``multihead_attn``; ``ffn.linear1`` is ``linear1``; norms keep their names.
     """
-    mine = dict(module.named_parameters())
+    parts = name.split(".")
+    if parts[0] in ("self_attn", "cross_attn"):
+        attention = getattr(layer, "self_attn" if parts[0] == "self_attn" else "multihead_attn")
+        if parts[1] == "w_o":
+            return getattr(attention.out_proj, parts[2]), None
+        return getattr(attention, f"in_proj_{parts[2]}"), ATTENTION.index(parts[1])
+    if parts[0] == "ffn":
+        return getattr(getattr(layer, parts[1]), parts[2]), None
+    return getattr(getattr(layer, parts[0]), parts[1]), None
+
+
+def _ours(values: Mapping[str, torch.Tensor] | nn.Module, prefix: str) -> dict[str, torch.Tensor]:
+    """A block's values by the contract's names, ``prefix`` taken off (a module: its parameters)."""
+    if isinstance(values, nn.Module):
+        values = dict(values.named_parameters())
+    return {name[len(prefix):]: v for name, v in values.items() if name.startswith(prefix)}
+
+
+def copy_into_torch(layer: nn.Module, values: Mapping[str, torch.Tensor] | nn.Module, *, prefix: str = "",
+                    swap: dict[str, str] | None = None) -> nn.Module:
+    """Load an encoder or decoder block's values (a block, or values by our names, ``prefix`` + name)
+    into an nn.Transformer*Layer; returns the layer. ``swap`` maps norms to other norms
+    (``{"norm1": "norm2"}`` loads our norm2 into PyTorch's norm1)."""
+    mine = _ours(values, prefix)
     with torch.no_grad():
-        for attention, theirs in (("self_attn", "self_attn"), ("cross_attn", "multihead_attn")):
-            if not hasattr(layer, theirs) or f"{attention}.w_q.weight" not in mine:
-                continue
-            target = getattr(layer, theirs)
-            target.in_proj_weight.copy_(torch.cat([mine[f"{attention}.{w}.weight"] for w in ATTENTION[:3]]))
-            target.in_proj_bias.copy_(torch.cat([mine[f"{attention}.{w}.bias"] for w in ATTENTION[:3]]))
-            target.out_proj.weight.copy_(mine[f"{attention}.w_o.weight"])
-            target.out_proj.bias.copy_(mine[f"{attention}.w_o.bias"])
-        for name in ("linear1", "linear2"):
-            getattr(layer, name).weight.copy_(mine[f"ffn.{name}.weight"])
-            getattr(layer, name).bias.copy_(mine[f"ffn.{name}.bias"])
-        for norm in ("norm1", "norm2", "norm3"):
-            source = (swap or {}).get(norm, norm)
-            if hasattr(layer, norm) and f"{source}.weight" in mine:
-                getattr(layer, norm).weight.copy_(mine[f"{source}.weight"])
-                getattr(layer, norm).bias.copy_(mine[f"{source}.bias"])
+        for name in mine:
+            norm, _, kind = name.partition(".")
+            tensor, chunk = _torch_slot(layer, name)
+            source = mine[f"{(swap or {}).get(norm, norm)}.{kind}"]
+            (tensor if chunk is None else tensor.chunk(3)[chunk]).copy_(source)
     return layer
+
+
+def torch_grads(layer: nn.Module, names, prefix: str = "") -> dict[str, torch.Tensor]:
+    """The gradients of a torch layer's parameters (after a backward pass), under our names
+    (``grad <prefix><name>`` for each of ``names`` that starts with ``prefix``)."""
+    grads = {}
+    for full in names:
+        if full.startswith(prefix):
+            tensor, chunk = _torch_slot(layer, full[len(prefix):])
+            grad = tensor.grad if tensor.grad is not None else torch.zeros_like(tensor)
+            grads[f"grad {full}"] = grad if chunk is None else grad.chunk(3)[chunk]
+    return grads
+
+
+def block_shapes(d_model: int, d_ff: int, decoder: bool = False) -> dict[str, tuple[int, ...]]:
+    """The contract's parameter names and shapes of a TransformerBlock (or DecoderBlock), in order."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for attention in ("self_attn", "cross_attn") if decoder else ("self_attn",):
+        for w in ATTENTION:
+            shapes[f"{attention}.{w}.weight"] = (d_model, d_model)
+            shapes[f"{attention}.{w}.bias"] = (d_model,)
+    shapes.update({"ffn.linear1.weight": (d_ff, d_model), "ffn.linear1.bias": (d_ff,),
+                   "ffn.linear2.weight": (d_model, d_ff), "ffn.linear2.bias": (d_model,)})
+    for norm in ("norm1", "norm2", "norm3") if decoder else ("norm1", "norm2"):
+        shapes[f"{norm}.weight"] = (d_model,)
+        shapes[f"{norm}.bias"] = (d_model,)
+    return shapes
 
 
 def block_parameter_names(attentions: Iterable[str], norms: Iterable[str]) -> set[str]:

@@ -147,12 +147,18 @@ class _StandInBlock(nn.Module):
         self.norm_first, self.activation = norm_first, activation
 
     def as_torch_layer(self, norm_first: bool | None = None) -> nn.Module:
-        """PyTorch's layer with this block's weights (``norm_first`` overrides the block's)."""
-        d, d_ff = self.norm1.normalized_shape[0], self.ffn.linear1.out_features
-        kind = nn.TransformerDecoderLayer if hasattr(self, "cross_attn") else nn.TransformerEncoderLayer
-        layer = kind(d, self.self_attn.num_heads, d_ff, dropout=0.0, activation=self.activation,
-                     batch_first=True, norm_first=self.norm_first if norm_first is None else norm_first)
-        return copy_into_torch(layer.to(self.norm1.weight.dtype), self).eval()
+        """PyTorch's layer with this block's weights (``norm_first`` overrides the block's), built once
+        (the weights of a stand-in never change): the fixed-device probe then sees none of its tensors."""
+        norm_first = self.norm_first if norm_first is None else norm_first
+        built = self.__dict__.setdefault("_torch_layers", {})  # a plain dict: not submodules
+        if norm_first not in built:
+            d, d_ff = self.norm1.normalized_shape[0], self.ffn.linear1.out_features
+            kind = nn.TransformerDecoderLayer if hasattr(self, "cross_attn") else nn.TransformerEncoderLayer
+            layer = kind(d, self.self_attn.num_heads, d_ff, dropout=0.0, activation=self.activation,
+                         batch_first=True, norm_first=norm_first)
+            built[norm_first] = copy_into_torch(layer.to(self.norm1.weight.device, self.norm1.weight.dtype),
+                                                self).eval()
+        return built[norm_first]
 
     def forward(self, x, memory=None, tgt_mask=None, memory_mask=None, mask=None):
         B, n, h = x.shape[0], x.shape[1], self.self_attn.num_heads

@@ -1,11 +1,12 @@
-"""Visible check of ``causal_mask(n, device=None)``, and its known mistakes."""
+"""``causal_mask(n, device=None)``: the exercise (against PyTorch's own causal mask, inverted to our
+polarity), its known mistakes and its visible check."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from course.checking import Mistake, call_learner, compare_outputs, expect_shape, passed, visible_check
+from course.checking import Case, CheckFailure, Exercise, Mistake, expect_tensor, passed, visible_check
 from course.checking.standins import expect_bool_mask
 
 NO_DIAGONAL = Mistake("no_diagonal", "a mask without its diagonal (tril(diagonal=-1))",
@@ -20,19 +21,45 @@ UPPER = Mistake("upper", "an upper-triangular mask (triu): every token sees the 
 #: Each mistake as a float mask of size n.
 WRONG = {NO_DIAGONAL: lambda n: torch.ones(n, n).tril(-1), INVERTED: lambda n: torch.ones(n, n).triu(1),
          UPPER: lambda n: torch.ones(n, n).triu()}
+CASES = [Case(f"n={n}", 700 + n, {"n": n}, kind="n = 1" if n == 1 else "n > 1")
+         for n in (5, 2, 7, 1)]  # n=1 last: every mask of one True is ambiguous
+
+
+def _as_float(mask: torch.Tensor) -> dict:
+    """A mask as float64 0/1, so the usual comparison (and the records) apply."""
+    return {"mask": mask.to(torch.float64)}
+
+
+class CausalMask(Exercise):
+    name = "causal_mask"
+    reference_name = "nn.Transformer.generate_square_subsequent_mask(n) == 0"
+    mistakes = {m: (lambda case, device, wrong=wrong: _as_float(wrong(case.params["n"]).to(device)))
+                for m, wrong in WRONG.items()}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        n = case.params["n"]
+        return _as_float(expect_bool_mask(self.call(case, impl, n, device=device), "causal_mask's result",
+                                          str(case)))
+
+    def reference(self, case, device):
+        theirs = nn.Transformer.generate_square_subsequent_mask(case.params["n"], device=device)
+        return _as_float(theirs == 0)  # PyTorch's 0 (not -inf): may attend
+
+    def extra_checks(self, impl, device):
+        """The mask is made on the device it is given (checked on 'meta', on any machine)."""
+        for where in (torch.device("meta"), "meta"):
+            mask = expect_tensor(self.call(CASES[0], impl, 5, device=where), "causal_mask's result", CASES[0])
+            if mask.device.type != "meta":
+                raise CheckFailure(
+                    f"causal_mask(5, device={where!r}) returned a tensor on {mask.device}: create "
+                    "the mask on the device you are given (torch.ones(n, n, dtype=torch.bool, "
+                    "device=device)).")
 
 
 @visible_check
 def check_causal_mask(causal_mask) -> None:
-    """A bool (n, n) mask, True on and below the diagonal, as PyTorch's (inverted) mask says."""
-    for n in (5, 2, 7, 1):
-        case = f"case 'n={n}'"
-        mask = expect_bool_mask(call_learner("causal_mask", case, causal_mask, n), f"causal_mask({n})", case)
-        expect_shape(mask, (n, n), f"causal_mask({n})", case)
-        theirs = nn.Transformer.generate_square_subsequent_mask(n) == 0  # PyTorch: 0 = may attend
-        variants = {m: (lambda wrong=wrong, n=n: {"output": wrong(n).double()}) for m, wrong in WRONG.items()}
-        compare_outputs({"output": mask.double()}, {"output": theirs.double()}, f"causal_mask({n})", case,
-                        against="nn.Transformer.generate_square_subsequent_mask(n) == 0", variants=variants)
-    mask = call_learner("causal_mask", "n=3, device='cpu'", causal_mask, 3, device=torch.device("cpu"))
-    expect_shape(expect_bool_mask(mask, "causal_mask(3, device=...)"), (3, 3), "causal_mask(3, device=...)")
+    """A bool (n, n) mask, True on and below the diagonal, as PyTorch's (inverted) mask says, made on
+    the device it is given."""
+    CausalMask().run_cases(causal_mask)
     passed("causal_mask lets each position see itself and the positions before it.")

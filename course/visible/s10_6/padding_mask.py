@@ -1,10 +1,19 @@
-"""Visible check of ``padding_mask(tokens, pad_id)``, and its known mistakes."""
+"""``padding_mask(tokens, pad_id)``: the exercise (against ``tokens != pad_id``, shaped (B, 1, 1, n)),
+its known mistakes and its visible check."""
 
 from __future__ import annotations
 
 import torch
 
-from course.checking import CheckFailure, Mistake, call_learner, compare_outputs, passed, visible_check
+from course.checking import (
+    Case,
+    CheckFailure,
+    Exercise,
+    Mistake,
+    check_unplaced_tensors,
+    passed,
+    visible_check,
+)
 from course.checking.standins import expect_bool_mask
 
 INVERTED = Mistake("inverted", "the padding mask inverted (True at the padding)",
@@ -16,11 +25,15 @@ WRONG = {INVERTED: lambda tokens, pad: tokens == pad, PAD_ZERO: lambda tokens, p
 SHAPE_HINT = ("The padding mask hides *keys*: it must broadcast against scores of shape (B, h, n_q, n_k), so "
               "it has shape (B, 1, 1, n): one entry per key, the same for every head and every query. Index "
               "it as (tokens != pad_id)[:, None, None, :].")
-CASES = [  # name, rows of token ids, pad_id
-    ("B=2, n=5, padding at the end", [[5, 9, 4, 7, 0], [6, 8, 0, 0, 0]], 0),
-    ("B=3, n=4, no padding", [[4, 5, 6, 7], [7, 6, 5, 4], [1, 2, 3, 9]], 0),
-    ("pad_id=5 (and 0 is a real word)", [[0, 3, 8, 5, 5, 5], [7, 0, 1, 2, 9, 5], [4, 4, 0, 5, 5, 5]], 5),
-    ("padding at the start", [[0, 0, 4, 5, 6], [0, 7, 8, 9, 3]], 0),
+CASES = [  # rows of token ids, pad_id
+    Case("B=2, n=5, padding at the end", 710, {"rows": [[5, 9, 4, 7, 0], [6, 8, 0, 0, 0]], "pad": 0},
+         kind="padding at the end"),
+    Case("B=3, n=4, no padding", 711, {"rows": [[4, 5, 6, 7], [7, 6, 5, 4], [1, 2, 3, 9]], "pad": 0},
+         kind="no padding"),
+    Case("pad_id=5 (and 0 is a real word)", 712,
+         {"rows": [[0, 3, 8, 5, 5, 5], [7, 0, 1, 2, 9, 5], [4, 4, 0, 5, 5, 5]], "pad": 5}, kind="pad_id 5"),
+    Case("padding at the start", 713, {"rows": [[0, 0, 4, 5, 6], [0, 7, 8, 9, 3]], "pad": 0},
+         kind="padding at the start"),
 ]
 
 
@@ -31,17 +44,37 @@ def expect_key_shape(mask: torch.Tensor, B: int, n: int, what: str, where: str) 
                            f"returned {tuple(mask.shape)}. {SHAPE_HINT}")
 
 
+def _with(fn, case: Case, device) -> dict:
+    """``fn(tokens, pad_id)``'s (B, n) mask on the case, as float64 0/1 (the usual comparison applies)."""
+    tokens = torch.tensor(case.params["rows"], dtype=torch.long, device=device)  # (B, n)
+    return {"mask": fn(tokens, case.params["pad"]).to(torch.float64)}
+
+
+class PaddingMask(Exercise):
+    name = "padding_mask"
+    reference_name = "tokens != pad_id, shaped (B, 1, 1, n)"
+    mistakes = {m: (lambda case, device, wrong=wrong: _with(wrong, case, device))
+                for m, wrong in WRONG.items()}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        def learner(tokens, pad_id):
+            mask = expect_bool_mask(self.call(case, impl, tokens, pad_id), "padding_mask's result", str(case))
+            expect_key_shape(mask, *tokens.shape, "padding_mask's result", str(case))
+            return mask[:, 0, 0, :]  # (B, n)
+
+        return _with(learner, case, device)
+
+    def reference(self, case, device):
+        return _with(lambda tokens, pad: ~(tokens == pad), case, device)  # PyTorch's padding mask, inverted
+
+    def extra_checks(self, impl, device):
+        tokens = torch.zeros(2, 5, dtype=torch.long)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: impl(tokens, 0))
+
+
 @visible_check
 def check_padding_mask(padding_mask) -> None:
     """A bool (B, 1, 1, n) mask, True for real tokens, with any pad_id."""
-    for name, rows, pad in CASES:
-        case, tokens = f"case '{name}'", torch.tensor(rows)
-        what = f"padding_mask(tokens, pad_id={pad})"
-        mask = expect_bool_mask(call_learner("padding_mask", case, padding_mask, tokens, pad), what, case)
-        expect_key_shape(mask, *tokens.shape, what, case)
-        real = ~(tokens == pad)  # (B, n): PyTorch's key_padding_mask is tokens == pad_id (True = ignore)
-        variants = {m: (lambda wrong=wrong, tokens=tokens, pad=pad: {"output": wrong(tokens, pad).double()})
-                    for m, wrong in WRONG.items()}
-        compare_outputs({"output": mask[:, 0, 0, :].double()}, {"output": real.double()}, what, case,
-                        against="True for every token that is not pad_id", variants=variants)
+    PaddingMask().run_cases(padding_mask)
     passed("padding_mask hides the padding keys, for any pad_id, and broadcasts over heads and queries.")

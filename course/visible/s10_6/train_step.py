@@ -21,11 +21,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     Outputs,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     generator,
     passed,
     randn,
@@ -258,25 +259,40 @@ def expected(setting: Setting, dtype: torch.dtype, device, change: str | None = 
     return {key: torch.stack([c[key] for c in calls]) for key in calls[0]}
 
 
-def variants(setting: Setting, dtype: torch.dtype, device) -> dict:
-    """Each known mistake with how to reproduce it on ``setting``."""
-    return {m: (lambda change=change: expected(setting, dtype, device, change))
-            for m, change in VARIANTS.items()}
+OPTIMIZERS = {"sgd": "plain SGD", "momentum": "SGD with momentum", "adam": "Adam"}  # a case's kind
+
+
+def trial_case(setting: Setting, seed: int, dtype: torch.dtype) -> Case:
+    """A case of ``setting`` in ``dtype``; its kind is the optimizer's."""
+    return Case(setting.name, seed, {"setting": setting}, dtype, kind=OPTIMIZERS[setting.optimizer])
+
+
+class TrainStep(Exercise):
+    name = "train_step"
+    reference_name = "the contract's step (F.cross_entropy, clip_grad_norm_) on the same model"
+    mistakes = {m: (lambda case, device, change=change: expected(case.params["setting"], case.dtype, device,
+                                                                 change)) for m, change in VARIANTS.items()}
+    visible_cases = [trial_case(s, 760 + i, dtype) for i, (s, dtype) in enumerate(zip(SETTINGS, DTYPES))]
+
+    def run(self, impl, case, device):
+        def call(*args, **kwargs):
+            return self.call(case, impl, *args, **kwargs)
+
+        return learner_outputs(call, case.params["setting"], case.dtype, device, str(case))
+
+    def reference(self, case, device):
+        return expected(case.params["setting"], case.dtype, device)
+
+    def extra_checks(self, impl, device):
+        trial = build(SETTINGS[1], torch.float32, torch.device("cpu"))  # made outside the probe
+        (src, tgt), options = trial.batches[0], trial.options()
+        check_unplaced_tensors(self.name, lambda: impl(trial.model, src, tgt, trial.optimizer, **options))
 
 
 @visible_check
 def check_train_step(train_step) -> None:
     """Two calls per setting against the contract's step on the same stand-in: losses, parameters,
-    gradients, optimizer state, learning rate, mode."""
-    for setting, dtype in zip(SETTINGS, DTYPES):
-        where = f"case '{setting.name}'"
-
-        def call(*args, where=where, **kwargs):
-            return call_learner("train_step", where, train_step, *args, **kwargs)
-
-        got = learner_outputs(call, setting, dtype, "cpu", where)
-        compare_outputs(got, expected(setting, dtype, "cpu"), "train_step", where,
-                        against="the contract's step (F.cross_entropy, clip_grad_norm_) on the same model",
-                        variants=variants(setting, dtype, "cpu"))
+    gradients, optimizer state, learning rate, mode; no tensor made without a device."""
+    TrainStep().run_cases(train_step)
     passed("train_step shifts the target, ignores padding, smooths the labels, zeroes, clips and steps in "
            "the contract's order, and returns the loss as a float.")

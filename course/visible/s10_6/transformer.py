@@ -1,5 +1,6 @@
-"""Visible check of ``Transformer``: encode, decode and forward against PyTorch's layers holding the
-model's weights, with the notebook's conventions around them; and its known mistakes."""
+"""``Transformer``: the exercise (encode, decode and forward against PyTorch's layers holding the
+case's weights, with the notebook's conventions around them; causality and padding as properties of
+the learner's own model), its known mistakes and its visible check."""
 
 from __future__ import annotations
 
@@ -10,25 +11,31 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
+    check_unplaced_tensors,
     close,
-    compare_outputs,
     expect_distinct,
-    expect_shape,
     expect_tensor,
+    generator,
     passed,
+    randn,
     tolerance,
     visible_check,
+    with_gradients,
 )
 from course.checking.blocks import (
     block_parameter_names,
+    block_shapes,
     copy_into_torch,
     expect_parameters,
-    seed_parameters,
+    torch_grads,
     torch_mask,
 )
+from course.checking.exercise import seeded_parameters
+from course.checking.modules import load_parameters
 from course.visible.s10_6.decoder_block import lengths_mask
 
 HOW = ("Follow the notebook's table: src_embed and tgt_embed, two nn.Embedding(vocab size, d_model); "
@@ -75,32 +82,132 @@ NO_SRC_POSITIONS = Mistake("no_src_positions", "source embeddings without the po
 
 MODEL_DIMS = (2, 6, 5, 12, 3, 10, 11, 13)  # B, n_src, n_tgt, d_model, h, d_ff, src and tgt vocabularies
 MAX_LEN = 16
-CASES = [  # name, (encoder, decoder blocks), norm_first, activation, pad_id, dtype
-    ("post-norm, 2 encoder blocks and 1 decoder block, source padding", (2, 1), False, "relu", 0,
-     torch.float64),
-    ("pre-norm (with the final LayerNorms), gelu, 1 + 2 blocks", (1, 2), True, "gelu", 0, torch.float64),
-    ("pad_id=3, post-norm, 1 + 1 blocks, float32", (1, 1), False, "relu", 3, torch.float32),
+OUTPUTS = ("memory", "logits")
+
+
+def model_case(name: str, seed: int, layers: tuple[int, int], dtype=torch.float64, *,
+               norm_first: bool = False, activation: str = "relu", pad: int = 0, padded: bool = True) -> Case:
+    """A case: (encoder, decoder) blocks, the options, the pad_id, source padding or not; its kind:
+    pre- or post-norm (and no padding), or another pad_id."""
+    kind = "pad_id other than 0" if pad else f"{'pre' if norm_first else 'post'}-norm" + \
+        ("" if padded else ", no padding")
+    return Case(name, seed, {"layers": layers, "norm_first": norm_first, "activation": activation, "pad": pad,
+                             "padded": padded}, dtype, kind=kind)
+
+
+CASES = [
+    model_case("post-norm, 2 encoder blocks and 1 decoder block, source padding", 100, (2, 1)),
+    model_case("pre-norm (with the final LayerNorms), gelu, 1 + 2 blocks", 101, (1, 2), norm_first=True,
+               activation="gelu"),
+    model_case("pad_id=3, post-norm, 1 + 1 blocks, float32", 102, (1, 1), torch.float32, pad=3),
+    model_case("post-norm, 1 + 1 blocks, no padding", 103, (1, 1), padded=False),
 ]
 
 
-def _token_ids(B, n, vocab, pad, seed):
+def model_options(case: Case) -> dict:
+    """A case's activation, norm_first and pad_id (relu, post-norm and 0 unless it says)."""
+    return {"activation": case.params.get("activation", "relu"),
+            "norm_first": case.params.get("norm_first", False), "pad": case.params.get("pad", 0)}
+
+
+def transformer_shapes(case: Case) -> dict[str, tuple[int, ...]]:
+    """Parameter names and shapes of the notebook's Transformer for a case."""
+    B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
+    n_enc, n_dec = case.params["layers"]
+    shapes: dict[str, tuple[int, ...]] = {"src_embed.weight": (v_s, d), "tgt_embed.weight": (v_t, d)}
+    for i in range(n_enc):
+        shapes.update({f"encoder_layers.{i}.{k}": s for k, s in block_shapes(d, d_ff).items()})
+    for i in range(n_dec):
+        shapes.update({f"decoder_layers.{i}.{k}": s for k, s in block_shapes(d, d_ff, decoder=True).items()})
+    if model_options(case)["norm_first"]:
+        for norm in ("encoder_norm", "decoder_norm"):
+            shapes.update({f"{norm}.weight": (d,), f"{norm}.bias": (d,)})
+    shapes.update({"out.weight": (v_t, d), "out.bias": (v_t,)})
+    return shapes
+
+
+def token_ids(shape, vocab: int, pad: int, g: torch.Generator) -> torch.Tensor:
     """Random ids in [0, vocab) that are never pad."""
-    ids = torch.randint(0, vocab - 1, (B, n), generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(0, vocab - 1, shape, generator=g)
     return ids + (ids >= pad).long()
 
 
-def _inputs(pad, seed):
-    """src (B, n_src) with padding at the end of every row but one, and tgt (B, n_tgt)."""
+def inputs(case: Case, device):
+    """src (B, n_src) with padding at the end of row 0 (and maybe 1), tgt (B, n_tgt), the seeded
+    parameters, and a seeded positional table (max_len, d_model) that both models are given."""
     B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
-    src = _token_ids(B, n_s, v_s, pad, seed)
-    src = src.masked_fill(~lengths_mask(B, n_s)[:, 0, 0, :], pad)
-    src[-1] = _token_ids(1, n_s, v_s, pad, seed + 1)[0]  # the last sentence has no padding
-    return src, _token_ids(B, n_t, v_t, pad, seed + 2)
+    pad, g = case.params["pad"], generator(case.seed)
+    src = token_ids((B, n_s), v_s, pad, g)
+    if case.params["padded"]:
+        src = src.masked_fill(~lengths_mask(B, n_s, g, "cpu")[:, 0, 0, :], pad)
+    tgt = token_ids((B, n_t), v_t, pad, g)
+    positions = randn((MAX_LEN, d), g, case.dtype, device, scale=0.5)
+    params = seeded_parameters(transformer_shapes(case), case, device)
+    return src.to(device), tgt.to(device), params, positions
 
 
-def expect_layout(model: nn.Module, n_enc: int, n_dec: int, norm_first: bool) -> None:
+def masked_memory(memory: torch.Tensor, src: torch.Tensor, pad: int) -> torch.Tensor:
+    """Memory at real source positions only (what sits at padding is never read)."""
+    return memory * (src != pad)[..., None].to(memory.dtype)
+
+
+def torch_outputs(case: Case, device, *, tgt_mask="causal", encoder_padding=True, cross_padding=True,
+                  final_norm=("encoder", "decoder"), scale=1.0, src_positions=True, tgt_positions=True,
+                  block_norm_first=None, block_activation=None, probabilities=False, grads=False):
+    """Memory (at real tokens) and logits from PyTorch layers holding the case's parameters, with the
+    gradients of every parameter when ``grads``; the other keywords switch on one known mistake each."""
+    B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
+    src, tgt, p, pe = inputs(case, device)
+    norm_first, pad = case.params["norm_first"], case.params["pad"]
+    options = {"dim_feedforward": d_ff, "dropout": 0.0, "batch_first": True,
+               "activation": block_activation or case.params["activation"],
+               "norm_first": norm_first if block_norm_first is None else block_norm_first}
+    layers = {f"encoder_layers.{i}.": nn.TransformerEncoderLayer(d, h, **options)
+              for i in range(case.params["layers"][0])}
+    layers.update({f"decoder_layers.{i}.": nn.TransformerDecoderLayer(d, h, **options)
+                   for i in range(case.params["layers"][1])})
+    for prefix, layer in layers.items():  # train(): dropout is 0, and PyTorch stays off its fused path
+        copy_into_torch(layer.to(device, case.dtype).train(), p, prefix=prefix)
+    own = {k: v.requires_grad_() for k, v in p.items()  # embeddings, final norms, out
+           if not k.startswith(("encoder_layers.", "decoder_layers."))}
+    real = (src != pad)[:, None, None, :]  # (B, 1, 1, n_src), True = a real token
+
+    def norm(x, name):
+        return F.layer_norm(x, x.shape[-1:], p[f"{name}.weight"], p[f"{name}.bias"])
+
+    def call():  # masks as per-head attn masks, True = blocked (key padding masks make PyTorch import sympy)
+        x = F.embedding(src, p["src_embed.weight"]) * scale + (pe[:n_s] if src_positions else 0)
+        for prefix, layer in layers.items():
+            if prefix.startswith("encoder"):
+                x = layer(x, src_mask=torch_mask(real if encoder_padding else None, B, h, n_s, n_s))
+        x = norm(x, "encoder_norm") if norm_first and "encoder" in final_norm else x
+        ones = torch.ones(n_t, n_t, dtype=torch.bool, device=device)
+        future = {"causal": ones.triu(1), "upper": ones.tril(-1), "none": None}[tgt_mask]  # True = blocked
+        y = F.embedding(tgt, p["tgt_embed.weight"]) * scale + (pe[:n_t] if tgt_positions else 0)
+        for prefix, layer in layers.items():
+            if prefix.startswith("decoder"):
+                y = layer(y, x, tgt_mask=future,
+                          memory_mask=torch_mask(real if cross_padding else None, B, h, n_t, n_s))
+        y = norm(y, "decoder_norm") if norm_first and "decoder" in final_norm else y
+        logits = F.linear(y, p["out.weight"], p["out.bias"])  # (B, n_tgt, tgt vocabulary)
+        return masked_memory(x, src, pad), logits.softmax(-1) if probabilities else logits
+
+    if not grads:
+        with torch.no_grad():
+            return dict(zip(OUTPUTS, call()))
+    out = with_gradients(call, OUTPUTS, own, case.seed)
+    for prefix, layer in layers.items():
+        out.update(torch_grads(layer, p, prefix))
+    return {k: out[k] for k in (*OUTPUTS, *(f"grad {n}" for n in p))}
+
+
+def _mistake(**switch):
+    return lambda case, device: torch_outputs(case, device, **switch)
+
+
+def expect_layout(model: nn.Module, case: Case) -> None:
     """The attributes of the notebook's table, distinct, with the contract's parameter names."""
-    d = MODEL_DIMS[3]
+    d, (n_enc, n_dec), norm_first = MODEL_DIMS[3], case.params["layers"], case.params["norm_first"]
     kinds = {"src_embed": nn.Embedding, "tgt_embed": nn.Embedding, "pos_encoding": nn.Module,
              "encoder_layers": nn.ModuleList, "decoder_layers": nn.ModuleList,
              "encoder_norm": nn.LayerNorm if norm_first else nn.Identity,
@@ -108,23 +215,21 @@ def expect_layout(model: nn.Module, n_enc: int, n_dec: int, norm_first: bool) ->
     for name, kind in kinds.items():
         if not isinstance(getattr(model, name, None), kind):
             raise CheckFailure(f"Transformer(..., norm_first={norm_first}) needs self.{name} = "
-                               f"{kind.__name__}(...). "
-                               f"{HOW}")
+                               f"{kind.__name__}(...). {HOW}")
     expect_distinct(model, "Transformer", ("src_embed", "tgt_embed"), HOW)
     for stack, count in (("encoder_layers", n_enc), ("decoder_layers", n_dec)):
         blocks = getattr(model, stack)
         if len(blocks) != count:
-            raise CheckFailure(f"Transformer(..., num_encoder_layers={n_enc}, "
-                               f"num_decoder_layers={n_dec}) has "
-                               f"{len(blocks)} blocks in {stack}, not {count}. {HOW}")
+            raise CheckFailure(f"Transformer(..., num_encoder_layers={n_enc}, num_decoder_layers={n_dec}) "
+                               f"has {len(blocks)} blocks in {stack}, not {count}. {HOW}")
         if len({id(b) for b in blocks}) != len(blocks):
             raise CheckFailure(f"Transformer.{stack} holds one block several times (the same object): every "
                                f"layer needs its own block, created in a loop. {HOW}")
     pe = getattr(model.pos_encoding, "pe", None)
     if not isinstance(pe, torch.Tensor) or tuple(pe.shape) != (MAX_LEN, d):
         raise CheckFailure(f"Transformer(..., max_len={MAX_LEN}) needs self.pos_encoding = "
-                           "PositionalEncoding("
-                           f"d_model, max_len, dropout), with its table pe of shape ({MAX_LEN}, {d}).")
+                           "PositionalEncoding(d_model, max_len, dropout), with its table pe of shape "
+                           f"({MAX_LEN}, {d}).")
     want = {"src_embed.weight", "tgt_embed.weight", "out.weight", "out.bias"}
     want |= {f"encoder_layers.{i}.{k}" for i in range(n_enc)
              for k in block_parameter_names(("self_attn",), ("norm1", "norm2"))}
@@ -135,102 +240,105 @@ def expect_layout(model: nn.Module, n_enc: int, n_dec: int, norm_first: bool) ->
     expect_parameters("Transformer", model, want, HOW)
 
 
-def torch_transformer(model: nn.Module, spec, *, tgt_mask="causal", encoder_padding=True, cross_padding=True,
-                      final_norm=("encoder", "decoder"), scale=1.0, src_positions=True, tgt_positions=True,
-                      block_norm_first=None, block_activation=None, probabilities=False):
-    """(src, tgt) -> (memory at real tokens, logits) from PyTorch layers holding the model's weights.
+class TransformerModel(Exercise):
+    name = "Transformer"
+    reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer with the same weights"
+    mistakes = {NO_CAUSAL: _mistake(tgt_mask="none"), FUTURE_MASK: _mistake(tgt_mask="upper"),
+                NO_PADDING: _mistake(encoder_padding=False, cross_padding=False),
+                NO_ENCODER_PADDING: _mistake(encoder_padding=False),
+                NO_CROSS_PADDING: _mistake(cross_padding=False),
+                NO_FINAL_NORM: _mistake(final_norm=()), NO_ENCODER_NORM: _mistake(final_norm=("decoder",)),
+                NO_DECODER_NORM: _mistake(final_norm=("encoder",)),
+                BLOCK_NORM_FIRST: lambda case, device: torch_outputs(
+                    case, device, block_norm_first=not case.params["norm_first"]),
+                BLOCK_ACTIVATION: _mistake(block_activation="relu"),
+                PROBABILITIES: _mistake(probabilities=True),
+                EMB_SCALE: _mistake(scale=math.sqrt(MODEL_DIMS[3])),
+                NO_TGT_POSITIONS: _mistake(tgt_positions=False),
+                NO_SRC_POSITIONS: _mistake(src_positions=False)}
+    visible_cases = CASES
 
-    The keywords switch on one known mistake each.
-    """
-    case, (n_enc, n_dec), norm_first, activation, pad, dtype = spec
-    B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
-    options = {"dim_feedforward": d_ff, "dropout": 0.0, "activation": block_activation or activation,
-               "batch_first": True,
-               "norm_first": norm_first if block_norm_first is None else block_norm_first}
-    encoders = [copy_into_torch(nn.TransformerEncoderLayer(d, h, **options).to(dtype).train(), block)
-                for block in model.encoder_layers]
-    decoders = [copy_into_torch(nn.TransformerDecoderLayer(d, h, **options).to(dtype).train(), block)
-                for block in model.decoder_layers]
-    pe = model.pos_encoding.pe.to(dtype)
+    def build_model(self, impl, case: Case, device) -> nn.Module:
+        """The learner's Transformer for ``case``, its layout checked, in eval() mode on ``device``."""
+        B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
+        n_enc, n_dec = case.params["layers"]
+        model = self.build(impl, case, v_s, v_t, d_model=d, num_heads=h, d_ff=d_ff, num_encoder_layers=n_enc,
+                           num_decoder_layers=n_dec, dropout=0.0, activation=case.params["activation"],
+                           norm_first=case.params["norm_first"], max_len=MAX_LEN, pad_id=case.params["pad"])
+        expect_layout(model, case)
+        return model.to(device).eval()
 
-    def call(src, tgt):
-        real = (src != pad)[:, None, None, :]  # (B, 1, 1, n_src), True = a real token
-        # Masks as per-head attn masks, True = blocked (PyTorch's key padding masks would make
-        # it import sympy for a shape check: a second of waiting, once).
-        x = F.embedding(src, model.src_embed.weight) * scale + (pe[:n_s] if src_positions else 0)
-        for layer in encoders:
-            x = layer(x, src_mask=torch_mask(real if encoder_padding else None, B, h, n_s, n_s))
-        if norm_first and "encoder" in final_norm:
-            x = model.encoder_norm(x)
-        ones = torch.ones(n_t, n_t, dtype=torch.bool)
-        future = {"causal": ones.triu(1), "upper": ones.tril(-1), "none": None}[tgt_mask]  # True = blocked
-        y = F.embedding(tgt, model.tgt_embed.weight) * scale + (pe[:n_t] if tgt_positions else 0)
-        for layer in decoders:
-            y = layer(y, x, tgt_mask=future,
-                      memory_mask=torch_mask(real if cross_padding else None, B, h, n_t, n_s))
-        if norm_first and "decoder" in final_norm:
-            y = model.decoder_norm(y)
-        logits = model.out(y)
-        return x * real[:, 0, 0, :, None], logits.softmax(-1) if probabilities else logits
-    return call
+    def run(self, impl, case, device):
+        model = self.build_model(impl, case, device)
+        src, tgt, p, pe = inputs(case, device)
+        params = load_parameters(model, p, self.name, HOW)
+        with torch.no_grad():
+            model.pos_encoding.pe.copy_(pe)
+        pad = case.params["pad"]
+        src_mask = (src != pad)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask(src, pad_id)
 
+        def call():
+            memory = expect_tensor(self.call(case, model.encode, src, src_mask),
+                                   "Transformer.encode's result", case)
+            logits = expect_tensor(self.call(case, model.decode, tgt, memory, src_mask),
+                                   "Transformer.decode's result", case)
+            return masked_memory(memory, src, pad), logits
 
-def _variants(model, spec, src, tgt) -> dict:
-    def variant(**switch):  # built only when needed, to name a mistake
-        return lambda: dict(zip(("memory", "logits"), torch_transformer(model, spec, **switch)(src, tgt)))
+        outputs = with_gradients(call, OUTPUTS, params, case.seed)
+        with torch.no_grad():
+            whole = expect_tensor(self.call(case, model, src, tgt), "Transformer's output", case)
+        if not close(whole, outputs["logits"], *tolerance(case.dtype, device)):
+            raise CheckFailure(
+                f"Transformer: model(src, tgt) differs from model.decode(tgt, model.encode(src, src_mask), "
+                f"src_mask) with src_mask = padding_mask(src, pad_id={pad}) in {case}. {FORWARD_HINT}")
+        return outputs
 
-    return {NO_CAUSAL: variant(tgt_mask="none"), FUTURE_MASK: variant(tgt_mask="upper"),
-            NO_PADDING: variant(encoder_padding=False, cross_padding=False),
-            NO_ENCODER_PADDING: variant(encoder_padding=False),
-            NO_CROSS_PADDING: variant(cross_padding=False),
-            NO_FINAL_NORM: variant(final_norm=()), NO_ENCODER_NORM: variant(final_norm=("decoder",)),
-            NO_DECODER_NORM: variant(final_norm=("encoder",)),
-            BLOCK_NORM_FIRST: variant(block_norm_first=not spec[2]),
-            BLOCK_ACTIVATION: variant(block_activation="relu"), PROBABILITIES: variant(probabilities=True),
-            EMB_SCALE: variant(scale=math.sqrt(MODEL_DIMS[3])),
-            NO_TGT_POSITIONS: variant(tgt_positions=False),
-            NO_SRC_POSITIONS: variant(src_positions=False)}
+    def reference(self, case, device):
+        return torch_outputs(case, device, grads=True)
+
+    def extra_checks(self, impl, device):
+        """Causality and padding as properties of the learner's own model; tensors made without a device."""
+        case = CASES[0]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(case.seed)
+            model = self.build_model(impl, case, device)
+        src, tgt, _, _ = inputs(case, device)
+        self.check_causal(model, src, tgt, case)
+        self.check_padding(model, src, tgt, case)
+        probe, cpu_src, cpu_tgt = self.build_model(impl, case, "cpu"), src.cpu(), tgt.cpu()
+        check_unplaced_tensors(self.name, lambda: probe(cpu_src, cpu_tgt))
+
+    def logits(self, model, src, tgt, case):
+        with torch.no_grad():
+            return expect_tensor(self.call(case, model, src, tgt), "Transformer's output", case)
+
+    def check_causal(self, model, src, tgt, case):
+        """Changing target tokens k.. never changes the logits at positions before k."""
+        k = 2
+        changed = tgt.clone()
+        changed[:, k:] = (tgt[:, k:] + 1) % MODEL_DIMS[7]
+        changed[:, k:] += changed[:, k:] == case.params["pad"]
+        before, after = self.logits(model, src, tgt, case), self.logits(model, src, changed, case)
+        if not close(after[:, :k], before[:, :k], *tolerance(case.dtype, src.device)):
+            raise CheckFailure(
+                f"Transformer: changing the target tokens from position {k} on changed the logits "
+                f"at positions 0..{k - 1}: the decoder sees the future. Build causal_mask(n_tgt, "
+                "device=tgt.device) in decode and pass it as tgt_mask to every DecoderBlock.")
+
+    def check_padding(self, model, src, tgt, case):
+        """Appending padding to the source never changes the logits."""
+        padded = torch.cat([src, torch.full((src.shape[0], 3), case.params["pad"], device=src.device)], dim=1)
+        before, after = self.logits(model, src, tgt, case), self.logits(model, padded, tgt, case)
+        if not close(after, before, *tolerance(case.dtype, src.device)):
+            raise CheckFailure(
+                "Transformer: appending three padding tokens to the source changed the logits: the "
+                f"padding leaks into the translation. {PADDING_HINT}")
 
 
 @visible_check
 def check_Transformer(Transformer) -> None:
-    """Layout, then encode, decode and forward against PyTorch's layers holding the model's weights:
-    post- and pre-norm, relu and gelu, source padding, another pad_id; every parameter learns."""
-    B, n_s, n_t, d, h, d_ff, v_s, v_t = MODEL_DIMS
-    for seed, spec in enumerate(CASES):
-        name, (n_enc, n_dec), norm_first, activation, pad, dtype = spec
-        case = f"case '{name}'"
-        model = call_learner("Transformer", case, Transformer, v_s, v_t, d_model=d, num_heads=h, d_ff=d_ff,
-                             num_encoder_layers=n_enc, num_decoder_layers=n_dec, dropout=0.0,
-                             activation=activation, norm_first=norm_first, max_len=MAX_LEN, pad_id=pad)
-        if not isinstance(model, nn.Module):
-            raise CheckFailure("Transformer(...) should create an nn.Module.")
-        expect_layout(model, n_enc, n_dec, norm_first)
-        seed_parameters(model, 1000 * seed)
-        model = model.to(dtype).eval()
-        src, tgt = _inputs(pad, 10 * seed)
-        src_mask = (src != pad)[:, None, None, :]
-        with torch.no_grad():
-            memory = expect_tensor(call_learner("Transformer.encode", case, model.encode, src, src_mask),
-                                   "Transformer.encode's result")
-            expect_shape(memory, (B, n_s, d), "Transformer.encode's result", case)
-            logits = call_learner("Transformer.decode", case, model.decode, tgt, memory, src_mask)
-            expect_shape(logits, (B, n_t, v_t), "Transformer.decode's result", case)
-            got = {"memory": memory * (src != pad)[..., None], "logits": logits}
-            want = dict(zip(("memory", "logits"), torch_transformer(model, spec)(src, tgt)))
-            compare_outputs(got, want, "Transformer", case,
-                            against="nn.TransformerEncoderLayer and nn.TransformerDecoderLayer with the "
-                                    "same weights",
-                            variants=_variants(model, spec, src, tgt))
-        whole = expect_tensor(call_learner("Transformer", case, model, src, tgt), "Transformer's output")
-        if not close(whole, logits, *tolerance(dtype)):
-            raise CheckFailure(
-                f"Transformer: model(src, tgt) differs from model.decode(tgt, model.encode(src, src_mask), "
-                f"src_mask) with src_mask = padding_mask(src, pad_id={pad}) in {case}. {FORWARD_HINT}")
-        whole.sum().backward()
-        silent = [n for n, p in model.named_parameters() if p.grad is None]
-        if silent:
-            raise CheckFailure(f"Transformer: {', '.join(silent[:3])} get no gradient from the logits "
-                               f"in {case}: "
-                               "that part of the model is never used.")
+    """Layout, then encode, decode and forward against PyTorch's layers holding the same weights, with
+    the gradients of every parameter: post- and pre-norm, relu and gelu, source padding, another pad_id;
+    causality and padding as properties of the model."""
+    TransformerModel().run_cases(Transformer)
     passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id.")

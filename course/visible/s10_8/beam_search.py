@@ -8,7 +8,15 @@ import math
 import torch
 from torch import nn
 
-from course.checking import CheckFailure, Mistake, call_learner, close_score, passed, visible_check
+from course.checking import (
+    CheckFailure,
+    Mistake,
+    call_learner,
+    check_unplaced_tensors,
+    close_score,
+    passed,
+    visible_check,
+)
 from course.checking.standins import expect_token_ids
 from course.translation import BOS, EOS, PAD
 
@@ -122,10 +130,10 @@ class TableModel(nn.Module):
         self.table, self.vocab, self.pad_id = table, vocab, PAD
 
     def encode(self, src, src_mask=None):
-        return torch.zeros(*src.shape, 4)  # (B, n_src, 4): a memory it never reads
+        return torch.zeros(*src.shape, 4, device=src.device)  # (B, n_src, 4): a memory it never reads
 
     def decode(self, tgt, memory, src_mask=None):
-        logits = torch.full((*tgt.shape, self.vocab), -30.0)  # (k, n, vocab)
+        logits = torch.full((*tgt.shape, self.vocab), -30.0, device=tgt.device)  # (k, n, vocab)
         for i, row in enumerate(tgt.tolist()):
             for j in range(len(row)):
                 for word, p in self.table.get(tuple(row[1:j + 1]), {EOS: 1.0}).items():
@@ -160,4 +168,6 @@ def check_beam_search(beam_search) -> None:
         if not close_score(score, math.log(probability)):
             raw = close_score(score, math.log(probability) + SHIFT * sum(range(len(ids) - 1)))
             raise wrong_score(score, math.log(probability), case, raw)
+    model, src = TableModel(TABLES["greedy misses"]), torch.tensor([[7, 5, 6]])  # made outside the probe
+    check_unplaced_tensors(NAME, lambda: beam_search(model, src, BOS, EOS, 6, beam_size=2))
     passed("beam_search finds what greedy misses, keeps finished sentences apart, scores log-probabilities.")

@@ -1,6 +1,7 @@
-"""Visible check of ``greedy_decode_cached``: on stand-in models with the notebook's layout, every token
-the greedy choice of the full decoder, the encoder run once, one new position per step, the
-cross-attention keys computed once; its known mistakes and the messages both sides give."""
+"""``greedy_decode_cached``: the exercise and its visible check, on stand-in models with the
+notebook's layout: every token the greedy choice of the full decoder, the encoder run once, one new
+position per step, the cross-attention keys computed once; its known mistakes and the messages both
+sides give."""
 
 from __future__ import annotations
 
@@ -10,7 +11,16 @@ from functools import partial
 import torch
 from torch import nn
 
-from course.checking import CheckFailure, Mistake, call_learner, passed, tolerance, visible_check
+from course.checking import (
+    Case,
+    CheckFailure,
+    Exercise,
+    Mistake,
+    check_unplaced_tensors,
+    passed,
+    tolerance,
+    visible_check,
+)
 from course.checking.standins import STAND_IN_DIMS, StandInTranslator, expect_token_ids, teacher_forced
 from course.decoding import positions_per_call
 
@@ -43,16 +53,26 @@ HOW = ("The check runs greedy_decode_cached on stand-in models with the notebook
        "tgt_embed, pos_encoding.pe, decoder_layers with self_attn, cross_attn, ffn, norm1, norm2, norm3 and "
        "norm_first, decoder_norm, out, pad_id): keep your helpers as functions that take these parts, not as "
        "new methods of your classes.")
-CASES = [  # name, (encoder, decoder blocks), norm_first, activation, pad_id, pads per sentence,
-    # n_src, bos, eos, max_len, seed, dtype: sentences that end at different steps
-    ("post-norm, 2 + 2 blocks, 3 sentences with padding", (2, 2), False, "relu", 0, (0, 2, 1), 6, 1, 8, 10,
-     15, torch.float64),
-    ("pre-norm, gelu, 1 + 2 blocks, max_len reached", (1, 2), True, "gelu", 0, (1, 0), 5, 1, 6, 8, 6,
-     torch.float64),
-    ("pad_id=3, bos_id=5, post-norm, 2 + 1 blocks, float32", (2, 1), False, "relu", 3, (2, 0), 6, 5, 6, 9, 39,
-     torch.float32),
-]
 
+
+def cached_case(name: str, seed: int, layers: tuple[int, int], short: list[int], n_src: int, bos: int,
+                eos: int, max_len: int, dtype=torch.float64, **options) -> Case:
+    """A case: (encoder, decoder) blocks, pads per sentence, n_src, bos_id, eos_id, max_len, and the
+    model's ``options`` (norm_first, activation, pad, confident); its kind: post- or pre-norm, or
+    another pad_id."""
+    kind = "pad_id other than 0" if options.get("pad") else \
+        "pre-norm" if options.get("norm_first") else "post-norm"
+    return Case(name, seed, {"layers": layers, "short": short, "n_src": n_src, "bos": bos, "eos": eos,
+                             "max_len": max_len, **options}, dtype, kind=kind)
+
+
+CASES = [  # sentences that end at different steps
+    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 15, (2, 2), [0, 2, 1], 6, 1, 8, 10),
+    cached_case("pre-norm, gelu, 1 + 2 blocks, max_len reached", 6, (1, 2), [1, 0], 5, 1, 6, 8,
+                norm_first=True, activation="gelu"),
+    cached_case("pad_id=3, bos_id=5, post-norm, 2 + 1 blocks, float32", 39, (2, 1), [2, 0], 6, 5, 6, 9,
+                torch.float32, pad=3),
+]
 
 def with_how(call):
     """``call()``, with how the check's models are built added to an AttributeError's message."""
@@ -150,27 +170,46 @@ def _source(short, n_src, pad, seed):
     return src
 
 
-@visible_check
-def check_greedy_decode_cached(greedy_decode_cached) -> None:
-    """On stand-in models with the notebook's layout: every token the greedy choice of the full
-    decoder (checked in one teacher-forced pass of PyTorch's layers), the right length, the
-    encoder run once, one new position per step, the cross-attention keys computed once."""
-    for spec in CASES:
-        name, layers, norm_first, activation, pad, short, n_src, bos, eos, max_len, seed, dtype = spec
-        case = f"case '{name}'"
-        model = StandInTranslator(layers, norm_first, activation, pad, seed, dtype)
-        src = _source(short, n_src, pad, seed)
+def stand_in(case: Case) -> tuple[StandInTranslator, torch.Tensor]:
+    """The case's stand-in model and source (B, n_src)."""
+    p = case.params
+    model = StandInTranslator(p["layers"], p.get("norm_first", False), p.get("activation", "relu"),
+                              p.get("pad", 0), case.seed, case.dtype)
+    return model, _source(p["short"], p["n_src"], p.get("pad", 0), case.seed)
+
+
+class GreedyDecodeCached(Exercise):
+    name = NAME
+    reference_name = "greedy decoding without a cache"
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        """The learner's ids on the case's stand-in, and how many positions its layers processed."""
+        p = case.params
+        model, src = stand_in(case)
         with torch.no_grad(), _counting(model) as counts:
-            tokens = with_how(partial(call_learner, NAME, case, greedy_decode_cached, model, src, bos, eos,
-                                      max_len))
-            ids = expect_token_ids(tokens, f"{NAME}'s result", src.shape[0], bos, max_len, case)
+            tokens = with_how(partial(self.call, case, impl, model, src, p["bos"], p["eos"], p["max_len"]))
+            expect_token_ids(tokens, f"{NAME}'s result", src.shape[0], p["bos"], p["max_len"], case)
+        counted = (max(len(calls) for calls in counts["encoder"]),
+                   max((max(calls, default=0) for calls in counts["decoder"]), default=0),
+                   max(sum(calls) for calls in counts["cross"]))
+        return {"tokens": tokens, "counts": torch.tensor(counted)}
+
+    def reference(self, case, device):
+        return {}  # evaluate checks each token against the stand-in's full decoder
+
+    def evaluate(self, case, got, device):
+        """Every token the greedy choice of the full decoder (one teacher-forced pass of PyTorch's
+        layers), the right length, the encoder run once, one new position per step, cross keys once."""
+        (model, src), p, tokens = stand_in(case), case.params, got["tokens"]
+        ids, eos = tokens.tolist(), p["eos"]
         with torch.no_grad():
-            src_mask = (src != pad)[:, None, None, :]
+            src_mask = (src != p.get("pad", 0))[:, None, None, :]
             memory = model.encode(src, src_mask)
             logits = teacher_forced(model, tokens[:, :-1], memory, src_mask)  # (B, n - 1, vocab)
             wrong = first_non_greedy(ids, logits, eos)
             mistake = None if wrong is None else \
-                _diagnosis(model, tokens, ids, memory, src_mask, eos, max_len)
+                _diagnosis(model, tokens, ids, memory, src_mask, eos, p["max_len"])
         if wrong is not None:
             b, t = wrong
             hint = mistake.sentence() if mistake else (
@@ -183,12 +222,25 @@ def check_greedy_decode_cached(greedy_decode_cached) -> None:
             raise CheckFailure(f"{NAME}: token {t} of sentence {b} is not greedy_decode's in {case} "
                                "(the greedy "
                                f"choice of model.decode on the tokens before it).\n{hint}", mistake)
-        want = greedy_length(ids, eos, max_len)
+        want = greedy_length(ids, eos, p["max_len"])
         if len(ids[0]) != want:
             raise CheckFailure(wrong_length(len(ids[0]), want, eos, case))
-        message = wrong_counts(max(len(calls) for calls in counts["encoder"]),
-                               max((max(calls, default=0) for calls in counts["decoder"]), default=0),
-                               max(sum(calls) for calls in counts["cross"]), len(short), n_src, case)
+        message = wrong_counts(*got["counts"].tolist(), len(p["short"]), p["n_src"], case)
         if message:
             raise CheckFailure(message)
+
+    def extra_checks(self, impl, device):
+        (model, src), p = stand_in(CASES[0]), CASES[0].params  # made outside the probe
+        with torch.no_grad():  # the stand-in's own layers, built before the probe
+            src_mask = (src != 0)[:, None, None, :]
+            model.decode(src[:, :1], model.encode(src, src_mask), src_mask)
+        check_unplaced_tensors(self.name, lambda: impl(model, src, p["bos"], p["eos"], p["max_len"]))
+
+
+@visible_check
+def check_greedy_decode_cached(greedy_decode_cached) -> None:
+    """On stand-in models with the notebook's layout: every token the greedy choice of the full
+    decoder (checked in one teacher-forced pass of PyTorch's layers), the right length, the
+    encoder run once, one new position per step, the cross-attention keys computed once."""
+    GreedyDecodeCached().run_cases(greedy_decode_cached)
     passed("greedy_decode_cached gives greedy_decode's ids, runs the encoder once, caches keys and values.")

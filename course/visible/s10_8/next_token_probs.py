@@ -9,15 +9,20 @@ reference computes them (a test holds the two equal).
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_tensor,
+    generator,
     passed,
+    randn,
     visible_check,
 )
 
@@ -77,9 +82,31 @@ def case_logits(lead, dtype=torch.float32, device="cpu") -> torch.Tensor:
     return logits.to(device, dtype)
 
 
-def learner_probs(next_token_probs, logits, options, where: str):
-    out = expect_tensor(call_learner("next_token_probs", where, next_token_probs, logits.clone(), **options),
-                        "next_token_probs", where)
+def probs_case(name: str, seed: int, logits: tuple, temperature: float, top_k, top_p,
+               dtype=torch.float64) -> Case:
+    """A case: its logits, ("rows", lead shape) of :data:`ROWS` or ("random", shape), and the options;
+    its kind: temperature 0, or the filters (top_k below V or not, top_p), or the temperature alone."""
+    V = len(ROWS[0]) if logits[0] == "rows" else logits[1][-1]
+    parts = ([f"top_k {'>=' if top_k >= V else '<'} V"] if top_k else []) + (["top_p"] if top_p else [])
+    kind = "temperature 0" if temperature == 0 else " then ".join(parts) or "temperature alone"
+    return Case(name, seed, {"logits": logits, "options": (temperature, top_k, top_p)}, dtype, kind=kind)
+
+
+def logits_of(case: Case, device) -> torch.Tensor:
+    kind, shape = case.params["logits"]
+    if kind == "rows":
+        return case_logits(shape, case.dtype, device)
+    return randn(shape, generator(case.seed), case.dtype, device, 1.5)
+
+
+def options_of(case: Case) -> dict:
+    T, k, p = case.params["options"]
+    return {"temperature": T, "top_k": k, "top_p": p}
+
+
+def learner_probs(call, logits, options, where: str):
+    """``call(logits, **options)``'s probabilities, after the checks of their kind."""
+    out = expect_tensor(call(logits.clone(), **options), "next_token_probs", where)
     if options["temperature"] == 0 and not bool(torch.isfinite(out).all()):
         raise CheckFailure(f"next_token_probs gives inf or NaN at temperature 0 in {where}.\n"
                            f"{ZERO_TEMPERATURE.sentence()}", ZERO_TEMPERATURE)
@@ -95,17 +122,31 @@ def _expected(case: str, kind: str, like: torch.Tensor) -> dict[str, torch.Tenso
     return {"output": values.reshape(like.shape).to(like.device, like.dtype)}
 
 
+class NextTokenProbs(Exercise):
+    name = "next_token_probs"
+    reference_name = "the contract's probabilities"
+    mistakes = {m: (lambda case, device, m=m: _expected(case.name, m.name, logits_of(case, device)))
+                for m in MISTAKES}  # a mistake not in the snapshot of a case does not differ there
+    visible_cases = [probs_case(name, i, ("rows", lead), T, k, p, dtype)
+                     for i, (name, lead, T, k, p, dtype) in enumerate(CASES)]
+
+    def run(self, impl, case, device):
+        call = partial(self.call, case, impl)
+        return {"output": learner_probs(call, logits_of(case, device), options_of(case), str(case))}
+
+    def reference(self, case, device):
+        return _expected(case.name, "reference", logits_of(case, device))
+
+    def extra_checks(self, impl, device):
+        logits = torch.tensor(ROWS)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: impl(logits, 2.0, 4, 0.5))
+        check_unplaced_tensors(self.name, lambda: impl(logits, 0.0))
+
+
 @visible_check
 def check_next_token_probs(next_token_probs) -> None:
     """Temperature 0 and T, top-k and top-p with ties, and their order, against the contract."""
-    for case, lead, temperature, top_k, top_p, dtype in CASES:
-        logits, where = case_logits(lead, dtype), f"case '{case}'"
-        options = {"temperature": temperature, "top_k": top_k, "top_p": top_p}
-        got = {"output": learner_probs(next_token_probs, logits, options, where)}
-        variants = {m: (lambda m=m, case=case, logits=logits: _expected(case, m.name, logits))
-                    for m in MISTAKES if m.name in EXPECTED[case]}
-        compare_outputs(got, _expected(case, "reference", logits), "next_token_probs", where,
-                        against="the contract's probabilities", variants=variants)
+    NextTokenProbs().run_cases(next_token_probs)
     passed("next_token_probs applies the temperature, then top-k and top-p with their ties, and "
            "renormalises; temperature 0 is greedy.")
 

@@ -18,9 +18,12 @@ from torch import nn
 from torch.overrides import TorchFunctionMode, resolve_name
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
     call_learner,
+    check_unplaced_tensors,
     expect_tensor,
     generator,
     passed,
@@ -46,12 +49,23 @@ GRADIENTS_TRACKED = Mistake("gradients_tracked", "the model run with gradients t
                             "Decorate sample with @torch.no_grad() (or run its loop in a "
                             "with torch.no_grad(): block).")
 MULTINOMIAL = frozenset({"torch.multinomial", "torch.Tensor.multinomial"})
-CASES = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
+SETTINGS = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
     ("temperature 0 (greedy), 2 prompts of 2 tokens, 3 new", 2, 2, 3, 0.0, None, None, None, 0),
     ("temperature 1, top_k=3, eos_id=2, 3 prompts of 1 token, up to 9 new (past max_len=6)",
      3, 1, 9, 1.0, 3, None, 2, 1),
     ("temperature 0.8, top_p=0.7, a prompt of max_len tokens, 3 new", 2, 6, 3, 0.8, None, 0.7, None, 2),
+    ("temperature 1.3, eos_id=2, 3 prompts, up to 8 new", 3, 2, 8, 1.3, None, None, 2, 3),
+    ("no new token", 2, 3, 0, 1.0, None, None, 2, 4),
 ]
+
+
+def sample_case(setting: tuple, dtype: torch.dtype = torch.float64) -> Case:
+    """A case of a setting (name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed); its kind:
+    no new token, greedy, top-k, top-p or the temperature alone."""
+    name, _, _, max_new, temperature, top_k, top_p, _, seed = setting
+    kind = "no new token" if max_new == 0 else "temperature 0" if temperature == 0 else \
+        "top_k" if top_k else "top_p" if top_p else "temperature alone"
+    return Case(name, seed, {"setting": setting}, dtype, kind=kind)
 
 
 def untied_probs(logits, temperature=1.0, top_k=None, top_p=None):
@@ -220,8 +234,9 @@ def verify_steps(got, draws: Draws, model, prompt, options, where: str) -> None:
              f"{options['max_new_tokens']}: it stops early only when every row has produced eos_id.")
 
 
-def check_case(sample, case, dtype=torch.float32, device="cpu") -> torch.Tensor:
-    name, B, n0, max_new, temperature, top_k, top_p, eos_id, seed = case
+def check_case(sample, setting, dtype=torch.float32, device="cpu") -> torch.Tensor:
+    """The learner's ids on a setting (its stand-in model and prompt), every step checked."""
+    name, B, n0, max_new, temperature, top_k, top_p, eos_id, seed = setting
     where = f"case '{name}'"
     model = StandIn(eos_id=2 if eos_id is None else eos_id, seed=seed, dtype=dtype, device=device)
     prompt = torch.randint(0, 5, (B, n0), generator=generator(seed))
@@ -233,10 +248,32 @@ def check_case(sample, case, dtype=torch.float32, device="cpu") -> torch.Tensor:
     return got
 
 
+class Sample(Exercise):
+    name = "sample"
+    reference_name = "the contract, step by step,"
+    visible_cases = [sample_case(s, torch.float32) for s in SETTINGS]
+
+    def run(self, impl, case, device):
+        """Called without the tripwires: the check itself puts its own next_token_probs in place."""
+        setting = (case.name, *case.params["setting"][1:])
+        return {"ids": check_case(impl, setting, case.dtype, device)}
+
+    def reference(self, case, device):
+        return {}  # run checks every step against the contract itself (known mistakes named)
+
+    def evaluate(self, case, got, device):
+        """Done in run: sampled ids are compared exactly, their length included."""
+
+    def extra_checks(self, impl, device):
+        model, prompt = StandIn(seed=12), torch.tensor([[3, 4], [0, 1]])  # made outside the probe
+        g = torch.Generator().manual_seed(0)
+        with contract_next_token_probs(impl):
+            check_unplaced_tensors(self.name, lambda: impl(model, prompt, 8, generator=g, eos_id=2))
+
+
 @visible_check
 def check_sample(sample) -> None:
     """Greedy at temperature 0, one seeded draw per step, eos, max_len, against the contract's loop."""
-    for case in CASES:
-        check_case(sample, case)
+    Sample().run_cases(sample)
     passed("sample draws one seeded token per step for the whole batch, feeds the model at most max_len "
            "tokens, and continues finished rows with eos_id until every row has finished.")

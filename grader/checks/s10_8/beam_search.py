@@ -28,8 +28,7 @@ from course.visible.s10_8.beam_search import (
 )
 from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
 from grader.checks.guarded_calls import Case, CheckFailure, Outputs, call_learner, generator
-from grader.checks.s10_6.transformer import source_mask
-from grader.checks.s10_8.models import decoding_model, decoding_source
+from grader.checks.s10_8.models import decoding_model, decoding_source, source_mask
 
 
 class TableModel(nn.Module):

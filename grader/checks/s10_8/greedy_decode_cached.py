@@ -8,24 +8,24 @@ import torch
 from torch import nn
 
 from course.checking.standins import expect_token_ids
+from course.visible.s10_6.greedy_decode import until_eos
 from course.visible.s10_8.greedy_decode_cached import (
     ALWAYS_POST,
-    NAME,
     NO_DECODER_NORM,
     NO_MEMORY_MASK,
     NO_SELF_CACHE,
     POSITION_NEXT,
     POSITION_ZERO,
     SHARED_CACHE,
+    GreedyDecodeCached,
+    cached_case,
     with_how,
     wrong_counts,
     wrong_length,
 )
-from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
-from grader.checks.guarded_calls import Case, CheckFailure, Outputs, call_learner
-from grader.checks.s10_6.greedy_decode import until_eos
-from grader.checks.s10_6.transformer import source_mask
-from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy
+from grader.checks.exercise import Exercise, registered
+from grader.checks.guarded_calls import Case, CheckFailure, Outputs
+from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy, source_mask
 from grader.checks.shared_references import attention_weights
 
 
@@ -159,25 +159,18 @@ class LayerCounter:
 # B sentences (short[b] pads at the end of row b), n_src, bos, eos, max_len; every dimension
 # of the model is MODEL_DIMS'. eos ids are chosen so that the sentences end at different steps.
 CACHED_CASES = [
-    Case("post-norm, 1 + 1 blocks, one sentence", 772,
-         {"layers": (1, 1), "short": [0], "n_src": 5, "bos": 1, "eos": 6, "max_len": 8}),
-    Case("post-norm, 2 + 2 blocks, 3 sentences with padding", 801,
-         {"layers": (2, 2), "short": [0, 2, 1], "n_src": 6, "bos": 1, "eos": 3, "max_len": 10,
-          "confident": True}),
-    Case("pre-norm, 2 + 2 blocks, 4 sentences with padding", 796,
-         {"layers": (2, 2), "norm_first": True, "short": [1, 0, 3, 2], "n_src": 6, "bos": 1, "eos": 6,
-          "max_len": 10, "confident": True}),
-    Case("pre-norm, GELU, 1 + 2 blocks, max_len reached", 773,
-         {"layers": (1, 2), "norm_first": True, "activation": "gelu", "short": [0, 2], "n_src": 5,
-          "bos": 1, "eos": 9, "max_len": 7, "confident": True}),
-    Case("pad_id=3, bos_id=5, 2 + 1 blocks", 822,
-         {"layers": (2, 1), "pad": 3, "short": [2, 0, 1], "n_src": 6, "bos": 5, "eos": 9,
-          "max_len": 9, "confident": True}),
-    Case("float32, post-norm, 2 + 2 blocks", 811,
-         {"layers": (2, 2), "short": [0, 1, 2], "n_src": 6, "bos": 1, "eos": 12, "max_len": 9,
-          "confident": True}, dtype=torch.float32),
+    cached_case("post-norm, 1 + 1 blocks, one sentence", 772, (1, 1), [0], 5, 1, 6, 8),
+    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 801, (2, 2), [0, 2, 1], 6, 1, 3, 10,
+                confident=True),
+    cached_case("pre-norm, 2 + 2 blocks, 4 sentences with padding", 796, (2, 2), [1, 0, 3, 2], 6, 1, 6, 10,
+                norm_first=True, confident=True),
+    cached_case("pre-norm, GELU, 1 + 2 blocks, max_len reached", 773, (1, 2), [0, 2], 5, 1, 9, 7,
+                norm_first=True, activation="gelu", confident=True),
+    cached_case("pad_id=3, bos_id=5, 2 + 1 blocks", 822, (2, 1), [2, 0, 1], 6, 5, 9, 9, pad=3,
+                confident=True),
+    cached_case("float32, post-norm, 2 + 2 blocks", 811, (2, 2), [0, 1, 2], 6, 1, 12, 9, torch.float32,
+                confident=True),
 ]
-
 
 
 def _mistake(**switch):
@@ -190,9 +183,9 @@ def _mistake(**switch):
 
 
 @registered
-class GreedyDecodeCached(Exercise):
-    name = NAME
-    reference_name = "greedy decoding without a cache"
+class GradedGreedyDecodeCached(GreedyDecodeCached, Exercise):
+    """On the notebook's Transformer built by the check, against greedy decoding without a cache."""
+
     mistakes = {POSITION_ZERO: _mistake(position="zero"), POSITION_NEXT: _mistake(position="next"),
                 NO_SELF_CACHE: _mistake(self_cache=False), SHARED_CACHE: _mistake(shared_cache=True),
                 NO_MEMORY_MASK: _mistake(memory_mask=False), NO_DECODER_NORM: _mistake(decoder_norm=False),
@@ -208,8 +201,7 @@ class GreedyDecodeCached(Exercise):
         p = case.params
         model, src = decoding_model(case, device), decoding_source(case, device)
         with LayerCounter(model) as counter:
-            out = with_how(lambda: call_learner(self.name, self.forbidden, case, impl, model, src, p["bos"],
-                                                p["eos"], p["max_len"]))
+            out = with_how(lambda: self.call(case, impl, model, src, p["bos"], p["eos"], p["max_len"]))
         expect_token_ids(out, f"{self.name}'s result", src.shape[0], p["bos"], p["max_len"], str(case))
         return {"tokens": until_eos(out, p["eos"]), **counter.outputs()}
 
@@ -245,10 +237,3 @@ class GreedyDecodeCached(Exercise):
             if variant.shape == have.shape and torch.equal(variant, have):
                 raise CheckFailure(f"{message}\n{mistake.sentence()}", mistake)
         raise CheckFailure(message)
-
-    def extra_checks(self, impl, device):
-        case = CACHED_CASES[0]
-        p = case.params
-        model = decoding_model(case, torch.device("cpu"))
-        src = decoding_source(case, "cpu")
-        check_unplaced_tensors(self.name, lambda: impl(model, src, p["bos"], p["eos"], p["max_len"]))

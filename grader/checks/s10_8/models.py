@@ -9,17 +9,19 @@ import math
 import torch
 from torch import nn
 
-from grader.checks.exercise import seeded_parameters
-from grader.checks.guarded_calls import Case, generator
-from grader.checks.s10_6.transformer import (
+from course.visible.s10_6.transformer import (
     MODEL_DIMS,
     model_options,
-    source_mask,
     token_ids,
     transformer_shapes,
 )
+from grader.checks.exercise import seeded_parameters
+from grader.checks.guarded_calls import Case, generator
 from grader.checks.shared_references import attention_weights, sinusoidal_table
 
+
+def source_mask(src: torch.Tensor, pad: int) -> torch.Tensor:
+    return (src != pad)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask, which grading alone holds
 
 class _Attention(nn.Module):
     """MultiHeadAttention with the notebook's names; returns (output, weights)."""

@@ -6,13 +6,13 @@ holds computes the answer."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from course.visible.s10_8.next_token_probs import (
-    CASES,
     GREEDY_TIES_SPLIT,
     NOT_RENORMALISED,
-    ROWS,
     TEMPERATURE_MULTIPLIED,
     TOP_K_TIES_SPLIT,
     TOP_P_BEFORE_TEMPERATURE,
@@ -20,11 +20,12 @@ from course.visible.s10_8.next_token_probs import (
     TOP_P_DROPS_CROSSING,
     TOP_P_TIES_SPLIT,
     TOP_P_TIES_SPLIT_ASCENDING,
-    case_logits,
-    learner_probs,
+    NextTokenProbs,
+    logits_of,
+    options_of,
+    probs_case,
 )
-from grader.checks.exercise import Exercise, check_unplaced_tensors, registered
-from grader.checks.guarded_calls import Case, call_learner, generator, randn
+from grader.checks.exercise import Exercise, registered
 
 
 def _renormalised(probs, keep):
@@ -91,15 +92,15 @@ def snapshot() -> dict:
     """The visible cases' expected probabilities (float64, 12 significant digits), and each known
     mistake's where it differs: what the visible check ships instead of this module's code."""
     out = {}
-    for name, lead, T, k, p, _dtype in CASES:
-        logits = case_logits(lead, torch.float64)
-        want = contract_probs(logits, T, k, p)
+    for case in NextTokenProbs.visible_cases:
+        logits, options = logits_of(replace(case, dtype=torch.float64), "cpu"), options_of(case)
+        want = contract_probs(logits, **options)
         entry = {"reference": _rounded(want)}
         for mistake, changes in VARIANTS.items():
-            wrong = contract_probs(logits, T, k, p, **changes)
+            wrong = contract_probs(logits, **options, **changes)
             if not torch.allclose(wrong, want, rtol=1e-6, atol=1e-9):  # NaN differs too
                 entry[mistake.name] = _rounded(wrong)
-        out[name] = entry
+        out[case.name] = entry
     return out
 
 
@@ -107,65 +108,33 @@ def _rounded(probs: torch.Tensor):
     return [float(f"{x:.12g}") for x in probs.flatten().tolist()]
 
 
-SETTINGS = [  # name, logits ("rows": the visible check's tied rows; else a shape of random logits), T, k, p
-    ("tied rows, temperature 1", "rows", 1.0, None, None),
-    ("tied rows, temperature 0", "rows", 0.0, None, None),
-    ("tied rows, top_k=2", "rows", 1.0, 2, None),
-    ("tied rows, top_k=5 (ties at the k-th)", "rows", 0.9, 5, None),
-    ("tied rows, top_p=0.65 (ties across p)", "rows", 1.7, None, 0.65),
-    ("tied rows, top_k=3 then top_p=0.75", "rows", 1.2, 3, 0.75),
-    ("random 1-D logits, temperature 0.5", (9,), 0.5, None, None),
-    ("random logits (2, 3, V), top_k=1", (2, 3, 7), 1.3, 1, None),
-    ("random logits (4, V), top_k larger than V", (4, 6), 1.0, 10, None),
-    ("random logits (3, V), top_k equal to V, top_p=0.6", (3, 5), 0.8, 5, 0.6),
-    ("random logits (4, V), top_p=0.3", (4, 10), 1.0, None, 0.3),
-    ("random logits (2, 2, V), temperature 2, top_k=4, top_p=0.5", (2, 2, 12), 2.0, 4, 0.5),
-    ("random logits (3, V), temperature 0", (3, 9), 0.0, 2, 0.9),
+SETTINGS = [  # name, logits (the visible check's tied rows, or a shape of random logits), T, k, p
+    ("tied rows, temperature 1", ("rows", (3,)), 1.0, None, None),
+    ("tied rows, temperature 0", ("rows", (3,)), 0.0, None, None),
+    ("tied rows, top_k=2", ("rows", (3,)), 1.0, 2, None),
+    ("tied rows, top_k=5 (ties at the k-th)", ("rows", (3,)), 0.9, 5, None),
+    ("tied rows, top_p=0.65 (ties across p)", ("rows", (3,)), 1.7, None, 0.65),
+    ("tied rows, top_k=3 then top_p=0.75", ("rows", (3,)), 1.2, 3, 0.75),
+    ("random 1-D logits, temperature 0.5", ("random", (9,)), 0.5, None, None),
+    ("random logits (2, 3, V), top_k=1", ("random", (2, 3, 7)), 1.3, 1, None),
+    ("random logits (4, V), top_k larger than V", ("random", (4, 6)), 1.0, 10, None),
+    ("random logits (3, V), top_k equal to V, top_p=0.6", ("random", (3, 5)), 0.8, 5, 0.6),
+    ("random logits (4, V), top_p=0.3", ("random", (4, 10)), 1.0, None, 0.3),
+    ("random logits (2, 2, V), temperature 2, top_k=4, top_p=0.5", ("random", (2, 2, 12)), 2.0, 4, 0.5),
+    ("random logits (3, V), temperature 0", ("random", (3, 9)), 0.0, 2, 0.9),
 ]
-
-
-def _cases() -> list[Case]:
-    out = []
-    for i, (name, logits, T, k, p) in enumerate(SETTINGS):
-        for dtype in (torch.float64, torch.float32):
-            label = f"{name}, {'float32' if dtype == torch.float32 else 'float64'}"
-            out.append(Case(label, 1000 + i, {"logits": logits, "options": (T, k, p)}, dtype))
-    return out
-
-
-def _logits(case: Case, device):
-    spec = case.params["logits"]
-    if spec == "rows":
-        return torch.tensor(ROWS, dtype=torch.float64).to(device, case.dtype)
-    return randn(spec, generator(case.seed), case.dtype, device, 1.5)
-
-
-def _options(case: Case) -> dict:
-    T, k, p = case.params["options"]
-    return {"temperature": T, "top_k": k, "top_p": p}
+CASES = [probs_case(f"{name}, {str(dtype).removeprefix('torch.')}", 1000 + i, logits, T, k, p, dtype)
+         for i, (name, logits, T, k, p) in enumerate(SETTINGS) for dtype in (torch.float64, torch.float32)]
 
 
 @registered
-class NextTokenProbs(Exercise):
-    name = "next_token_probs"
-    reference_name = "the contract's probabilities"
-    mistakes = {m: (lambda case, device, c=c: {"output": contract_probs(_logits(case, device),
-                                                                        **_options(case), **c)})
+class GradedNextTokenProbs(NextTokenProbs, Exercise):
+    mistakes = {m: (lambda case, device, c=c: {"output": contract_probs(logits_of(case, device),
+                                                                        **options_of(case), **c)})
                 for m, c in VARIANTS.items()}
 
     def cases(self):
-        return _cases()
-
-    def run(self, impl, case, device):
-        def watched(logits, **options):
-            return call_learner(self.name, self.forbidden, case, impl, logits, **options)
-
-        return {"output": learner_probs(watched, _logits(case, device), _options(case), str(case))}
+        return CASES
 
     def reference(self, case, device):
-        return {"output": contract_probs(_logits(case, device), **_options(case))}
-
-    def extra_checks(self, impl, device):
-        logits = _logits(self.cases()[10], torch.device("cpu"))
-        check_unplaced_tensors(self.name, lambda: impl(logits, 2.0, 4, 0.5))
-        check_unplaced_tensors(self.name, lambda: impl(logits, 0.0))
+        return {"output": contract_probs(logits_of(case, device), **options_of(case))}

@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_6.padding_mask import INVERTED, PAD_ZERO
-from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "padding_mask"
 
@@ -39,5 +39,5 @@ def answers(solution):
         bug("float", lambda t, p: (t != p).float()[:, None, None, :], hidden=r"bool tensor"),
         bug("lengths", padding_from_lengths, hidden=r"padding at the start"),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["padding_mask"]),
-            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
+            hidden=ON_A_FIXED_DEVICE),
     ]

@@ -15,10 +15,9 @@ from course.visible.s10_8.greedy_decode_cached import (
     POSITION_NEXT,
     POSITION_ZERO,
 )
-from grader.checks.s10_6.functional import functional_decoder_block
 from grader.checks.s10_8.greedy_decode_cached import attend, cached_greedy
 from grader.checks.s10_8.models import reference_greedy
-from tests.answers import DEVICE, bug, right
+from tests.answers import bug, right
 
 EXERCISE = "greedy_decode_cached"
 
@@ -167,6 +166,38 @@ def encoder_every_step(model, src, bos_id, eos_id, max_len):
     return cached_greedy(model, src, bos_id, eos_id, max_len)
 
 
+def _attend(query, key_value, p, prefix, h, mask):
+    """Multi-head attention from primitives with the notebook's parameter names."""
+    B, n_q, d = query.shape
+
+    def heads(x, w):  # (B, n, d) -> (B, h, n, d // h)
+        projected = F.linear(x, p[f"{prefix}{w}.weight"], p[f"{prefix}{w}.bias"])
+        return projected.view(B, -1, h, d // h).transpose(1, 2)
+
+    q, k, v = heads(query, "w_q"), heads(key_value, "w_k"), heads(key_value, "w_v")
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(d // h)).masked_fill(~mask, float("-inf"))
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(B, n_q, d)
+    return F.linear(out, p[f"{prefix}w_o.weight"], p[f"{prefix}w_o.bias"])
+
+
+def functional_decoder_block(x, memory, p, prefix, h, tgt_mask, memory_mask, activation, norm_first):
+    """A DecoderBlock from primitives (F.linear, F.layer_norm) and the block's weights."""
+    def norm(y, name):
+        return F.layer_norm(y, y.shape[-1:], p[f"{prefix}{name}.weight"], p[f"{prefix}{name}.bias"])
+
+    def ffn(y):
+        hidden = F.linear(y, p[f"{prefix}ffn.linear1.weight"], p[f"{prefix}ffn.linear1.bias"])
+        hidden = F.gelu(hidden) if activation == "gelu" else F.relu(hidden)
+        return F.linear(hidden, p[f"{prefix}ffn.linear2.weight"], p[f"{prefix}ffn.linear2.bias"])
+
+    sublayers = ((lambda y: _attend(y, y, p, f"{prefix}self_attn.", h, tgt_mask), "norm1"),
+                 (lambda y: _attend(y, memory, p, f"{prefix}cross_attn.", h, memory_mask), "norm2"),
+                 (ffn, "norm3"))
+    for sublayer, name in sublayers:
+        x = x + sublayer(norm(x, name)) if norm_first else norm(x + sublayer(x), name)
+    return x
+
+
 def through_weights(model, src, bos_id, eos_id, max_len):
     """Right ids from the layers' weights (F.linear), never calling the decoder's modules."""
     with torch.no_grad():
@@ -228,6 +259,6 @@ def answers(solution):
         bug("always post-norm", make_cached(norm_first=False),
             hidden=r"post-norm sublayers", mistake=ALWAYS_POST),
         bug("helper as a method", as_method, hidden=r"keep your helpers"),
-        bug("tensor on a fixed device", cached_fixed_device, hidden=r"without a device", only=DEVICE),
+        bug("tensor on a fixed device", cached_fixed_device, hidden=r"without a device"),
         bug("float ids", cached_float_ids, hidden=r"dtype=torch\.long"),
     ]

@@ -14,7 +14,7 @@ from course.visible.s10_8.next_token_probs import (
     TOP_P_TIES_SPLIT_ASCENDING,
     ZERO_TEMPERATURE,
 )
-from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "next_token_probs"
 
@@ -126,5 +126,5 @@ def answers(solution):
             mistake=ZERO_TEMPERATURE),
         bug("always float32", always_float32, hidden="keep the logits' dtype"),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["next_token_probs"]),
-            hidden=ON_A_FIXED_DEVICE, only=DEVICE),
+            hidden=ON_A_FIXED_DEVICE),
     ]
