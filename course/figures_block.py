@@ -11,6 +11,13 @@ import torch
 from course.plotting import heatmap
 
 
+def moving_mean(values, smooth: int) -> tuple[int, torch.Tensor]:
+    """The window (``smooth``, at most the length) and the mean of each run of that many values:
+    (len(values) - window + 1,) float64."""
+    values = torch.as_tensor(values, dtype=torch.float64)
+    window = max(1, min(smooth, len(values)))
+    return window, values.unfold(0, window, 1).mean(dim=1)
+
 def _numpy(matrix):
     """A tensor (or array) as a float CPU numpy array."""
     if isinstance(matrix, torch.Tensor):
@@ -84,9 +91,7 @@ def loss_curves(losses: Mapping[str, Sequence[float]], *, blind: float | None = 
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.4))
     for label, values in losses.items():
-        values = torch.as_tensor(values, dtype=torch.float64)
-        window = max(1, min(smooth, len(values)))
-        mean = values.unfold(0, window, 1).mean(dim=1)  # (steps - window + 1,)
+        window, mean = moving_mean(values, smooth)
         ax.plot(range(window, len(values) + 1), mean.numpy(), label=label)
     if blind is not None:
         ax.axhline(blind, color="gray", linestyle="--", label="blind guess (ignores the input)")
@@ -123,9 +128,7 @@ def accuracy_by_position(accuracy: Mapping[str, Sequence[float]], *, start: int,
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 3.4))
     for label, values in accuracy.items():
-        values = torch.as_tensor(values, dtype=torch.float64)
-        window = max(1, min(smooth, len(values)))
-        mean = values.unfold(0, window, 1).mean(dim=1)  # (len - window + 1,)
+        window, mean = moving_mean(values, smooth)
         ax.plot(range(start + window - 1, start + len(values)), mean.numpy(), label=label)
     ax.axvline(train_len - 0.5, color="gray", linestyle="--",
                label=f"longest training sequence ({train_len})")
