@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -102,11 +104,15 @@ def run_here(path: Path, timeout: int = 600) -> dict:
 
 def run_once(path: Path, quick: bool = False, timeout: int = 600,
              extra_env: dict[str, str] | None = None) -> dict:
-    """One run of ``path`` in a fresh process (so memory figures start from nothing)."""
-    env = {**learner_env(quick), **(extra_env or {})}
+    """One run of ``path`` in a fresh process (so memory figures start from nothing), alone: no
+    checkpoint saved by an earlier notebook (10.8 trains what it would load)."""
+    alone = tempfile.mkdtemp(prefix="bench-checkpoints-")  # nothing saved by an earlier notebook
+    env = {**learner_env(quick), "COURSE_CHECKPOINTS": alone,  # course.checkpoints.FOLDER_ENV (no torch here)
+           **(extra_env or {})}
     result = subprocess.run([sys.executable, "-m", "bench.notebooks", str(path), str(timeout)],
                             cwd=ROOT, env=env, capture_output=True, text=True, check=False,
                             timeout=timeout + 120)
+    shutil.rmtree(alone, ignore_errors=True)
     if result.returncode != 0:
         raise RuntimeError(f"could not run {path}:\n{result.stderr[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])

@@ -12,6 +12,7 @@ ran before.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -21,11 +22,15 @@ from torch import nn
 from course import quick_mode
 
 FOLDER = "checkpoints"
+FOLDER_ENV = "COURSE_CHECKPOINTS"  # another folder, when set (the bench runs each notebook alone)
 _ASSIGNMENT = re.compile(r"\d+\.\d+-")  # 10.6-encoder-decoder: a notebook's own folder
 
 
 def folder(cwd: Path | None = None) -> Path:
-    """Where checkpoints go: beside the assignment folders, or in ``cwd`` outside them."""
+    """Where checkpoints go: ``$COURSE_CHECKPOINTS`` when set, else beside the assignment folders,
+    or in ``cwd`` outside them."""
+    if os.environ.get(FOLDER_ENV):
+        return Path(os.environ[FOLDER_ENV])
     cwd = Path.cwd() if cwd is None else cwd
     return (cwd.parent if _ASSIGNMENT.match(cwd.name) else cwd) / FOLDER
 

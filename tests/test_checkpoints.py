@@ -34,6 +34,12 @@ def test_folder_is_beside_the_assignment_folders(tmp_path):
     assert checkpoints.folder(tmp_path / "content") == tmp_path / "content" / "checkpoints"
 
 
+def test_folder_can_be_set(tmp_path, monkeypatch):
+    """Does COURSE_CHECKPOINTS choose the folder, wherever the notebook runs?"""
+    monkeypatch.setenv(checkpoints.FOLDER_ENV, str(tmp_path / "elsewhere"))
+    assert checkpoints.folder(tmp_path / "10.6-encoder-decoder") == tmp_path / "elsewhere"
+
+
 def test_saved_model_loads_in_another_notebook(course_tree, monkeypatch, capsys):
     """Does what 10.6 saves load, weights equal and in eval mode, in 10.8?"""
     monkeypatch.chdir(course_tree / "10.6-encoder-decoder")
