@@ -9,17 +9,13 @@ import torch
 from grader.checks import s10_4
 from grader.checks.s10_4 import apply_rotary, relative_shift_matrix
 from tests.answers.s10_4.sinusoidal_positional_encoding import pe_from_one
-from tests.check_helpers import assert_fails
+from tests.check_helpers import assert_fails, assert_registered
 
 
 def test_every_exercise_is_registered():
     """Can the clean-process verifier find every 10.4 exercise by name?"""
-    from grader.checks import EXERCISES, SECTIONS
-
-    assert SECTIONS["10.4"] is s10_4
-    for name in ("sinusoidal_positional_encoding", "PositionalEncoding", "relative_shift_matrix",
-                 "apply_rotary"):
-        assert EXERCISES[name].name == name
+    assert_registered("10.4", s10_4, ("sinusoidal_positional_encoding", "PositionalEncoding",
+                                      "relative_shift_matrix", "apply_rotary"))
 
 
 def test_encoding_message_hides_the_answer():

@@ -8,15 +8,12 @@ import torch
 from course.visible.s10_5 import transformer_block as block
 from grader.checks import s10_5
 from grader.checks.s10_5 import transformer_block
+from tests.check_helpers import assert_registered
 
 
 def test_every_exercise_is_registered():
     """Can the clean-process verifier find every 10.5 exercise by name?"""
-    from grader.checks import EXERCISES, SECTIONS
-
-    assert SECTIONS["10.5"] is s10_5
-    assert EXERCISES["FeedForward"].name == "FeedForward"
-    assert EXERCISES["TransformerBlock"].name == "TransformerBlock"
+    assert_registered("10.5", s10_5, ("FeedForward", "TransformerBlock"))
 
 
 def test_reference_takes_the_plain_path():

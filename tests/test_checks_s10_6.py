@@ -17,6 +17,7 @@ from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared
 from tests.answers.s10_6 import transformer as transformer_answers
+from tests.check_helpers import assert_records_verify, assert_registered
 
 ASSIGNMENT = "10.6-encoder-decoder"
 NAMES = ("causal_mask", "padding_mask", "DecoderBlock", "Transformer", "greedy_decode", "train_step")
@@ -33,24 +34,12 @@ def one_thread():
 
 def test_every_exercise_is_registered():
     """Can the clean-process verifier find every 10.6 exercise by name?"""
-    from grader.checks import EXERCISES, SECTIONS
-
-    assert SECTIONS["10.6"] is s10_6
-    for name in NAMES:
-        assert EXERCISES[name].name == name
-        assert getattr(s10_6, f"check_{name}") == EXERCISES[name].check
+    assert_registered("10.6", s10_6, NAMES)
 
 
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
-    from grader.autograde.worker.verify import verify_records
-
-    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path))
-    for name in NAMES:
-        getattr(s10_6, f"check_{name}")(solution[name])
-    verdicts = verify_records(tmp_path)
-    assert set(verdicts) == set(NAMES)
-    assert all(v.passed for v in verdicts.values()), {k: v.reason for k, v in verdicts.items()}
+    assert_records_verify(s10_6, NAMES, solution, tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------- the checks' own machinery

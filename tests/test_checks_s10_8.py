@@ -29,6 +29,7 @@ from grader.checks.s10_8.next_token_probs import contract_probs
 from samples import load_solution_namespace
 from tests import catalogue
 from tests.answers import declared
+from tests.check_helpers import assert_records_verify, assert_registered
 
 ASSIGNMENT = "10.8-decoding"
 NAMES = ("greedy_decode_cached", "beam_search", "next_token_probs", "sample")
@@ -43,24 +44,12 @@ def one_thread():
 
 def test_every_exercise_is_registered():
     """Can the clean-process verifier find every 10.8 exercise by name?"""
-    from grader.checks import EXERCISES, SECTIONS
-
-    assert SECTIONS["10.8"] is s10_8
-    for name in NAMES:
-        assert EXERCISES[name].name == name
-        assert getattr(s10_8, f"check_{name}") == EXERCISES[name].check
+    assert_registered("10.8", s10_8, NAMES)
 
 
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
-    from grader.autograde.worker.verify import verify_records
-
-    monkeypatch.setenv("COURSE_GRADING_DIR", str(tmp_path))
-    for name in NAMES:
-        getattr(s10_8, f"check_{name}")(solution[name])
-    verdicts = verify_records(tmp_path)
-    assert set(verdicts) == set(NAMES)
-    assert all(v.passed for v in verdicts.values()), {k: v.reason for k, v in verdicts.items()}
+    assert_records_verify(s10_8, NAMES, solution, tmp_path, monkeypatch)
 
 
 # ---------------------------------------------------------------- the decoding cases
