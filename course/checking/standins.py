@@ -4,7 +4,8 @@
   decoding checked token by token);
 - :class:`StandInTranslator`: a Transformer with the notebook's layout (the attributes a cached
   decoder reads), seeded weights, PyTorch's layers doing the work, and :func:`teacher_forced`,
-  its logits for every position at once, with switches for the known mistakes of a cached decoder.
+  its logits for every position at once, with switches for the known mistakes of a cached decoder,
+  and :func:`stand_in`, a case's stand-in and its source.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checking.blocks import ACTIVATIONS, copy_into_torch, seed_parameters, torch_mask
+from course.checking.exercise import Case
 from course.checking.failure import CheckFailure
 from course.checking.learner import expect_tensor
 from course.checking.outputs import seeded
@@ -218,6 +220,26 @@ class StandInTranslator(nn.Module):
         for layer in self.decoder_layers:  # through the blocks, so that the check sees them work
             y = layer(y, memory, causal, src_mask)
         return self.out(self.decoder_norm(y))
+
+    def forward(self, src, tgt):
+        src_mask = (src != self.pad_id)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask
+        memory = self.encode(src, src_mask)
+        return self.decode(tgt, memory, src_mask)
+
+
+def stand_in(case: Case) -> tuple[StandInTranslator, torch.Tensor]:
+    """The case's stand-in and its source (B, n_src): ``params`` give ``layers`` (encoder, decoder
+    blocks), ``short`` (the pads that end each sentence), ``n_src``, and optionally ``norm_first``,
+    ``activation`` and ``pad``."""
+    p, pad = case.params, case.params.get("pad", 0)
+    model = StandInTranslator(p["layers"], p.get("norm_first", False), p.get("activation", "relu"), pad,
+                              case.seed, case.dtype)
+    g = torch.Generator().manual_seed(case.seed)
+    src = torch.randint(0, STAND_IN_DIMS[3] - 1, (len(p["short"]), p["n_src"]), generator=g)
+    src = src + (src >= pad).long()  # never pad ...
+    for b, pads in enumerate(p["short"]):  # ... but at the end of the shorter sentences
+        src[b, p["n_src"] - pads:] = pad
+    return model, src
 
 
 def teacher_forced(model: StandInTranslator, tgt, memory, src_mask, *, position: str = "own",

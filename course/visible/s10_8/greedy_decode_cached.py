@@ -21,7 +21,7 @@ from course.checking import (
     tolerance,
     visible_check,
 )
-from course.checking.standins import STAND_IN_DIMS, StandInTranslator, expect_token_ids, teacher_forced
+from course.checking.standins import expect_token_ids, stand_in, teacher_forced
 from course.decoding import positions_per_call
 
 NAME = "greedy_decode_cached"
@@ -159,23 +159,6 @@ def _diagnosis(model, tokens, ids, memory, src_mask, eos, max_len) -> Mistake | 
         if first_non_greedy(ids, logits, eos) is None and len(ids[0]) == greedy_length(ids, eos, max_len):
             return mistake
     return None
-
-
-def _source(short, n_src, pad, seed):
-    v_s = STAND_IN_DIMS[3]
-    src = torch.randint(0, v_s - 1, (len(short), n_src), generator=torch.Generator().manual_seed(seed))
-    src = src + (src >= pad).long()  # never pad ...
-    for b, pads in enumerate(short):  # ... but at the end of the shorter sentences
-        src[b, n_src - pads:] = pad
-    return src
-
-
-def stand_in(case: Case) -> tuple[StandInTranslator, torch.Tensor]:
-    """The case's stand-in model and source (B, n_src)."""
-    p = case.params
-    model = StandInTranslator(p["layers"], p.get("norm_first", False), p.get("activation", "relu"),
-                              p.get("pad", 0), case.seed, case.dtype)
-    return model, _source(p["short"], p["n_src"], p.get("pad", 0), case.seed)
 
 
 class GreedyDecodeCached(Exercise):
