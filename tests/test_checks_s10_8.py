@@ -7,6 +7,7 @@ these exercises' points)."""
 from __future__ import annotations
 
 import inspect
+import math
 import re
 
 import pytest
@@ -16,6 +17,7 @@ import course
 from course.checking import CheckFailure, single_thread
 from course.visible.s10_6.transformer import inputs as transformer_inputs
 from course.visible.s10_6.transformer import torch_outputs
+from course.visible.s10_8 import beam_search as visible_beam
 from course.visible.s10_8 import next_token_probs, sample
 from course.visible.s10_8.next_token_probs import logits_of as _logits
 from course.visible.s10_8.next_token_probs import options_of as _options
@@ -97,7 +99,7 @@ def test_exhaustive_case_is_exhaustive():
     and is greedy wrong there (the case would prove nothing otherwise)?"""
     case = next(c for c in beam_search.BEAM_CASES if c.params.get("exhaustive"))
     p = case.params
-    model, src = beam_search.beam_model(case, torch.device("cpu"))
+    model, src = beam_search.case_model(case, torch.device("cpu"))
     assert p["beam_size"] >= p["vocab"] ** (p["max_len"] - 2)
     best = beam_search.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
     assert beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"]) == best
@@ -110,12 +112,48 @@ def test_scripted_cases_show_what_their_names_say():
     greedy_case, refill_case = beam_search.BEAM_CASES[0], beam_search.BEAM_CASES[2]
     for case, switch in ((greedy_case, {"width": 1}), (refill_case, {"no_refill": True})):
         p = case.params
-        model, src = beam_search.beam_model(case, device)
+        model, src = beam_search.case_model(case, device)
         right = beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"])
         assert right == beam_search.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
         wrong = beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"],
                                            **switch)
         assert wrong != right
+
+
+def test_visible_beam_snapshot_is_the_hidden_search():
+    """Are the hypotheses the visible beam_search check ships (the best, its scores, each mistake's
+    where it differs) what grading's search finds today? If not, paste
+    grader.checks.s10_8.beam_search.snapshot() into course/visible/s10_8/beam_search.py (EXPECTED)."""
+    fresh = beam_search.snapshot()
+    assert fresh.keys() == visible_beam.EXPECTED.keys()
+    for case, entry in fresh.items():
+        assert entry.keys() == visible_beam.EXPECTED[case].keys(), case
+        for kind, values in entry.items():
+            shipped = visible_beam.EXPECTED[case][kind]
+            assert shipped["ids"] == values["ids"], (case, kind)
+            for key in values.keys() - {"ids"}:
+                assert shipped[key] == pytest.approx(values[key], rel=1e-11, abs=1e-12), (case, kind, key)
+
+
+def test_visible_beam_cases_show_what_they_test():
+    """Do the visible cases' best hypotheses match the probabilities their names give, is every wide
+    beam as wide as every hypothesis (so the best is the exhaustive one), does each known mistake change
+    the answer of some case, and are the two sides' mistakes the same, in the same order?"""
+    cpu = torch.device("cpu")
+    assert list(beam_search.GradedBeamSearch.mistakes) == list(visible_beam.BeamSearch.mistakes)
+    for case in visible_beam.CASES:
+        reference = visible_beam.EXPECTED[case.name]["reference"]
+        stated = re.findall(r"\(([\d.· ]+?) ?(?:= [\d.]+)?\)", case.name)  # "(0.4 · 0.9 = 0.36)"
+        if stated:
+            probability = math.prod(float(x) for x in stated[0].split("·"))
+            assert reference["score"] == pytest.approx(math.log(probability)), case.name
+        p = case.params
+        if "vocab" in p and p["beam_size"] >= p["vocab"] ** (p["max_len"] - 2):
+            model, _ = beam_search.case_model(case, cpu)
+            best = beam_search.exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
+            assert best[0] == reference["ids"], case.name
+    named = {kind for entry in visible_beam.EXPECTED.values() for kind in entry}
+    assert named >= {m.name for m in visible_beam.MISTAKES}
 
 
 # ---------------------------------------------------------------- next_token_probs: the snapshot, the cases

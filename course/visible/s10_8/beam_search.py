@@ -1,30 +1,37 @@
-"""Visible check of ``beam_search`` on scripted tables whose best hypotheses are known; its known
-mistakes and the messages both sides give."""
+"""``beam_search``: the exercise and its visible check, on scripted tables, seeded random logits and a
+stand-in Transformer with a padded source; its known mistakes and the messages both sides give.
+
+This module ships no search: :data:`EXPECTED` holds, for each visible case, the best hypothesis,
+its score, and what each known mistake returns where it differs, as grading's search computes them
+(a test holds the two equal).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
     check_unplaced_tensors,
     close_score,
+    generator,
     passed,
     visible_check,
 )
-from course.checking.standins import expect_token_ids
-from course.translation import BOS, EOS, PAD
+from course.checking.standins import expect_token_ids, stand_in
+from course.translation import BOS, EOS
 
 NAME = "beam_search"
 RULE = ("At each step extend every unfinished hypothesis by every token, keep the beam_size best extensions, "
         "and move those that end in eos_id to the finished set: fewer than beam_size may stay unfinished, "
         "and the next step again keeps the beam_size best extensions of those.")
-# The first whose ids match is named: the more specific ones first.
 FINISHED_COMPETE = Mistake("finished_compete", "finished hypotheses kept in the beam, taking slots from the "
                            "unfinished ones", RULE)
 LENGTH_NORM = Mistake("length_norm", "hypotheses ranked by their mean log-probability per token (a length "
@@ -33,10 +40,7 @@ LENGTH_NORM = Mistake("length_norm", "hypotheses ranked by their mean log-probab
 NO_REFILL = Mistake("no_refill", "a beam that shrinks by one for every finished hypothesis", RULE)
 DROP_FINISHED = Mistake("drop_finished", "finished hypotheses thrown away",
                         "Keep every hypothesis that ends in eos_id in a finished set, and return the "
-                        "best of the "
-                        "finished and the unfinished ones.")
-NEW_TOKENS = Mistake("new_tokens", "max_len counted without <bos>",
-                     "Hypotheses stop at max_len tokens, bos_id included, as in greedy_decode.")
+                        "best of the finished and the unfinished ones.")
 RAW_LOGITS = Mistake("raw_logits", "hypotheses scored with the raw logits",
                      "Logits are not log-probabilities: add torch.log_softmax(logits[:, -1], dim=-1) to each "
                      "hypothesis' score.")
@@ -45,9 +49,66 @@ GREEDY = Mistake("greedy", "beam_size ignored: the greedy choice at every step",
 WIDE_BEAM = Mistake("wide_beam", "a beam wider than the extensions there are",
                     "When beam_size is larger than k × vocab, keep them all: "
                     "topk(min(beam_size, total.numel())).")
+#: The mistakes a wrong hypothesis is compared with, the more specific first (the first that matches
+#: is named).
+MISTAKES = (FINISHED_COMPETE, LENGTH_NORM, NO_REFILL, DROP_FINISHED, RAW_LOGITS, GREEDY)
+
+
+class TableModel(nn.Module):
+    """A scripted translator with the notebook's interface (encode, decode, forward, pad_id), for one
+    sentence: the logits after a prefix (the tokens after <bos>) come from ``table``, or else from
+    ``otherwise``, or else are seeded random logits drawn from the prefix.
+
+    ``table`` maps a prefix (a tuple) to {token: probability}; the mass left over is spread over
+    the other tokens. ``damp`` adds to a token's random logits (makes it unlikely). Every prefix's
+    logits are shifted by a seeded constant: only log-softmax gives log-probabilities.
+    """
+
+    def __init__(self, vocab: int, seed: int, table: Mapping | None = None, otherwise: Mapping | None = None,
+                 damp: Mapping[int, float] | None = None, pad_id: int = 0):
+        super().__init__()
+        self.vocab, self.seed, self.table, self.otherwise = vocab, seed, dict(table or {}), otherwise
+        self.damp, self.pad_id = dict(damp or {}), pad_id
+        self.anchor = nn.Parameter(torch.zeros(1, dtype=torch.float64))  # the model's device
+
+    def logits_for(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        """float64 logits (vocab,) for the next token after <bos> + prefix."""
+        key = self.seed
+        for token in prefix:
+            key = (key * 1_000_003 + token + 1) % 2**61
+        g = generator(key)
+        shift = float(torch.rand((), generator=g, dtype=torch.float64)) * 6 - 3
+        # Every tensor placed on the CPU by name: check_unplaced_tensors moves a learner's
+        # unplaced tensors to 'meta', and must not move the model's own.
+        given = self.table.get(prefix, self.otherwise)
+        if given is not None:
+            rest = (1.0 - sum(given.values())) / max(1, self.vocab - len(given))
+            probs = torch.tensor([given.get(w, rest * (1 + w / 100)) for w in range(self.vocab)],
+                                 dtype=torch.float64, device="cpu")  # the rest a little uneven: no ties
+            return probs.clamp_min(1e-12).log() + shift
+        logits = torch.randn(self.vocab, generator=g, dtype=torch.float64, device="cpu") + shift
+        for token, amount in self.damp.items():
+            logits[token] += amount
+        return logits
+
+    def encode(self, src, src_mask=None):
+        return src[:, :, None].to(self.anchor.dtype).expand(-1, -1, 4)  # (B, n_src, 4), unused
+
+    def decode(self, tgt, memory, src_mask=None):
+        k, n = tgt.shape
+        logits = torch.empty(k, n, self.vocab, dtype=torch.float64, device="cpu")  # (k, n, vocab)
+        for i, row in enumerate(tgt.tolist()):
+            for j in range(n):
+                logits[i, j] = self.logits_for(tuple(row[1: j + 1]))
+        return logits.to(self.anchor.device)
+
+    def forward(self, src, tgt):
+        return self.decode(tgt, self.encode(src))
+
 
 A, B_, C, D = 3, 4, 5, 6  # words of the scripted tables (pad 0, <bos> 1, <eos> 2)
-TABLES = {  # prefix (the words after <bos>) -> next-word probabilities; <eos> after any other prefix
+AFTER = {EOS: 1.0}  # the scripted tables' next word after any prefix they do not list
+TABLES = {  # prefix (the words after <bos>) -> next-word probabilities
     "greedy misses": {(): {A: 0.5, B_: 0.4, EOS: 0.1}, (A,): {A: 0.4, B_: 0.3, EOS: 0.3},
                       (B_,): {EOS: 0.9, A: 0.05, B_: 0.05}},
     "refill": {(): {A: 0.66, EOS: 0.25, B_: 0.09}, (A,): {C: 0.5, B_: 0.48, EOS: 0.02},
@@ -57,33 +118,50 @@ TABLES = {  # prefix (the words after <bos>) -> next-word probabilities; <eos> a
     "kept finished": {(): {A: 0.7, EOS: 0.3}, (A,): {A: 0.51, B_: 0.49}, (A, A): {C: 0.52, D: 0.48},
                       (A, B_): {C: 0.53, D: 0.47}},
 }
-CASES = [  # name, table, max_len, beam_size, the best hypothesis and its probability, what known
-    # mistakes return instead (the course's tests check them against the graded search; a max_len
-    # counted without <bos> shows as too many tokens)
-    ("beam_size=2 finds <bos> 4 <eos> (0.4 · 0.9 = 0.36), which greedy decoding misses", "greedy misses",
-     6, 2, ([BOS, B_, EOS], 0.4 * 0.9),
-     {GREEDY: [BOS, A, A, EOS], DROP_FINISHED: [BOS, A, A, PAD, PAD, PAD]}),
-    ("beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)", "greedy misses", 6, 1,
-     ([BOS, A, A, EOS], 0.5 * 0.4), {}),
-    ("max_len=2: <bos> and one word", "greedy misses", 2, 2, ([BOS, A], 0.5), {}),
-    ("the beam refills after <eos>: <bos> 3 4 <eos> (0.66 · 0.48 · 0.95) beats <bos> <eos> (0.25)", "refill",
-     6, 2, ([BOS, A, B_, EOS], 0.66 * 0.48 * 0.95),
-     {GREEDY: [BOS, A, C, A, EOS], NO_REFILL: [BOS, EOS], DROP_FINISHED: [BOS, A, C, A, PAD, PAD]}),
-    ("no length penalty: <bos> <eos> (0.45) beats <bos> 3 4 5 <eos> (0.55 · 0.9 · 0.9 · 0.9)", "short wins",
-     6, 2, ([BOS, EOS], 0.45), {LENGTH_NORM: [BOS, A, B_, C, EOS]}),
-    ("a finished <bos> <eos> (0.3) stays finished while the beam goes on", "kept finished", 6, 2,
-     ([BOS, EOS], 0.3), {FINISHED_COMPETE: [BOS, A, A, C, EOS]}),
-    ("beam_size=10, more than the 7 extensions of the first step: still <bos> 4 <eos>", "greedy misses",
-     6, 10, ([BOS, B_, EOS], 0.4 * 0.9), {}),
+
+
+def beam_case(name: str, seed: int, kind: str, max_len: int, beam_size: int, bos: int = BOS, eos: int = EOS,
+              **model) -> Case:
+    """A case: the search's arguments and its model, ``model`` giving a table model's ``vocab``
+    (``table``, ``otherwise``, ``damp``) or a stand-in Transformer's ``layers``, ``short`` and
+    ``n_src``. Kinds: "scripted table", "random logits", "max_len reached", "a beam wider than the
+    extensions", "bos_id and eos_id not 1 and 2", "a Transformer, a padded source"."""
+    return Case(name, seed, {"bos": bos, "eos": eos, "max_len": max_len, "beam_size": beam_size, **model},
+                kind=kind)
+
+
+def scripted(name: str, seed: int, table: str, max_len: int, beam_size: int, kind="scripted table") -> Case:
+    return beam_case(name, seed, kind, max_len, beam_size, vocab=7, table=TABLES[table], otherwise=AFTER)
+
+
+CASES = [
+    scripted("beam_size=2 finds <bos> 4 <eos> (0.4 · 0.9 = 0.36), which greedy decoding misses", 11,
+             "greedy misses", 6, 2),
+    scripted("beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)", 12, "greedy misses", 6, 1),
+    scripted("max_len=2: <bos> and one word", 13, "greedy misses", 2, 2, kind="max_len reached"),
+    scripted("the beam refills after <eos>: <bos> 3 4 <eos> (0.66 · 0.48 · 0.95) beats <bos> <eos> (0.25)",
+             14, "refill", 6, 2),
+    scripted("no length penalty: <bos> <eos> (0.45) beats <bos> 3 4 5 <eos> (0.55 · 0.9 · 0.9 · 0.9)", 15,
+             "short wins", 6, 2),
+    scripted("a finished <bos> <eos> (0.3) stays finished while the beam goes on", 16, "kept finished", 6, 2),
+    scripted("beam_size=10, more than the 7 extensions of the first step: still <bos> 4 <eos>", 17,
+             "greedy misses", 6, 10, kind="a beam wider than the extensions"),
+    beam_case("random logits, beam_size=3", 59, "random logits", 7, 3, vocab=6),
+    beam_case("<eos> unlikely: every hypothesis reaches max_len=5", 22, "max_len reached", 5, 2, vocab=5,
+              damp={EOS: -6.0}),
+    beam_case("beam_size=16, every hypothesis of 3 words: the best of all", 23,
+              "a beam wider than the extensions", 4, 16, vocab=4),
+    beam_case("bos_id=6, eos_id=5, beam_size=3", 42, "bos_id and eos_id not 1 and 2", 6, 3, bos=6, eos=5,
+              vocab=8),
+    beam_case("a stand-in Transformer (pre-norm, 2 + 2 blocks), a source with 2 pads, beam_size=3", 42,
+              "a Transformer, a padded source", 8, 3, eos=4, layers=(2, 2), short=[2], n_src=6,
+              norm_first=True),
 ]
-KNOWN = (FINISHED_COMPETE, LENGTH_NORM, NO_REFILL, DROP_FINISHED, GREEDY)  # the order they are named in
-SHIFT = 2.0  # the logits at position j are the log-probabilities plus SHIFT * j: only log-softmax undoes it
 
 
 def goes_on_after_eos(eos: int, where: str) -> str:
     return (f"{NAME} returned a hypothesis that goes on after eos_id={eos} in {where}: a hypothesis "
-            "that ends "
-            "in eos_id is finished; it is not extended.")
+            "that ends in eos_id is finished; it is not extended.")
 
 
 def not_the_best(where: str, mistake: Mistake | None) -> CheckFailure:
@@ -100,74 +178,183 @@ def wrong_score(score: float, want: float, where: str, raw_logits: bool = False)
     elif raw_logits:
         hint = f" {RAW_LOGITS.sentence()}"
     return CheckFailure(f"{NAME} found the right sentence but its score is {score:.4g} instead of "
-                        f"{want:.4g} in "
-                        f"{where}: the score is the sum of the log-probabilities (log-softmax of the "
-                        "logits) of "
-                        "every token after bos_id." + hint, RAW_LOGITS if raw_logits else None)
+                        f"{want:.4g} in {where}: the score is the sum of the log-probabilities (log-softmax "
+                        "of the logits) of every token after bos_id." + hint,
+                        RAW_LOGITS if raw_logits else None)
 
 
-def expect_pair(result, where: str):
+def expect_ids_and_score(result, where: str):
     if not isinstance(result, tuple) or len(result) != 2:
         raise CheckFailure(f"{NAME} should return a pair (ids, score), but returned {type(result).__name__} "
                            f"in {where}.")
-    return result
-
-
-def expect_score(score, where: str) -> float:
+    ids, score = result
     try:
-        return float(score)
+        return ids, float(score)
     except (TypeError, ValueError, RuntimeError):
         raise CheckFailure(f"{NAME}'s score should be a number (a float), but is a {type(score).__name__} "
                            f"in {where}.") from None
 
 
-class TableModel(nn.Module):
-    """A scripted translator for one sentence with the notebook's interface (encode, decode,
-    pad_id): the next-word probabilities after a prefix come from a table, shifted logits."""
+def beam_outputs(ids: list[int], score: float, **more: float) -> dict[str, torch.Tensor]:
+    """Outputs: ``ids`` (1, n) and ``score`` (and ``more`` scores), float64 tensors."""
+    scores = {"score": score, **more}
+    return {"ids": torch.tensor([ids], dtype=torch.float64),
+            **{key: torch.tensor(value, dtype=torch.float64) for key, value in scores.items()}}
 
-    def __init__(self, table, vocab: int = 7):
-        super().__init__()
-        self.table, self.vocab, self.pad_id = table, vocab, PAD
 
-    def encode(self, src, src_mask=None):
-        return torch.zeros(*src.shape, 4, device=src.device)  # (B, n_src, 4): a memory it never reads
+def same_ids(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and torch.equal(a.cpu(), b.cpu())
 
-    def decode(self, tgt, memory, src_mask=None):
-        logits = torch.full((*tgt.shape, self.vocab), -30.0, device=tgt.device)  # (k, n, vocab)
-        for i, row in enumerate(tgt.tolist()):
-            for j in range(len(row)):
-                for word, p in self.table.get(tuple(row[1:j + 1]), {EOS: 1.0}).items():
-                    logits[i, j, word] = math.log(p) + SHIFT * j
-        return logits
 
-    def forward(self, src, tgt):
-        return self.decode(tgt, self.encode(src))
+def _snapshot(case: Case, kind: str):
+    """The :data:`EXPECTED` outputs ``kind`` (the reference, or a mistake's name) of ``case``; None
+    for a mistake that returns the reference's ids there."""
+    entry = EXPECTED[case.name].get(kind)
+    return None if entry is None else beam_outputs(**entry)
+
+
+def beam_model(case: Case, device) -> tuple[nn.Module, torch.Tensor]:
+    """The case's model (a table model, or a stand-in Transformer) and its one-sentence source (1, n_src)."""
+    p = case.params
+    if "layers" in p:
+        model, src = stand_in(case)
+        return model.to(device), src.to(device)
+    model = TableModel(p["vocab"], case.seed, p.get("table"), p.get("otherwise"), p.get("damp"))
+    return model.to(device), torch.tensor([[7, 5, 6]], device=device)
+
+
+class BeamSearch(Exercise):
+    name = NAME
+    reference_name = "beam search as the contract defines it"
+    mistakes = {m: (lambda case, device, m=m: _snapshot(case, m.name)) for m in MISTAKES}
+    visible_cases = CASES
+
+    def model(self, case: Case, device) -> tuple[nn.Module, torch.Tensor]:
+        return beam_model(case, device)
+
+    def run(self, impl, case, device):
+        p, where = case.params, str(case)
+        model, src = self.model(case, device)
+        try:
+            result = self.call(case, impl, model, src, p["bos"], p["eos"], p["max_len"],
+                               beam_size=p["beam_size"])
+        except CheckFailure as failure:
+            if p["beam_size"] <= p.get("vocab", p["beam_size"]) or failure.__cause__ is None:
+                raise
+            raise CheckFailure(f"{failure}\n{WIDE_BEAM.sentence()}", WIDE_BEAM) from failure.__cause__
+        ids, score = expect_ids_and_score(result, where)
+        (row,) = expect_token_ids(ids, f"{NAME}'s ids", 1, p["bos"], p["max_len"], where)
+        return beam_outputs(row, score)
+
+    def reference(self, case, device):
+        """The best ids, their score and their score summed from the raw logits."""
+        return _snapshot(case, "reference")
+
+    def evaluate(self, case, got, device):
+        want, where = self.expected(case, device), str(case)
+        ids, score = got["ids"], float(got["score"])
+        if same_ids(ids, want["ids"]) and close_score(score, float(want["score"])):
+            return
+        if (ids[0, 1:-1] == case.params["eos"]).any():
+            raise CheckFailure(goes_on_after_eos(case.params["eos"], where))
+        if same_ids(ids, want["ids"]):
+            raise wrong_score(score, float(want["score"]), where, close_score(score, float(want["raw"])))
+        raise not_the_best(where, self.diagnose(case, ids, device))
+
+    def diagnose(self, case: Case, ids: torch.Tensor, device) -> Mistake | None:
+        """The first known mistake that returns ``ids`` (not the reference's) on ``case``."""
+        for mistake, run in self.mistakes.items():
+            variant = run(case, device)
+            if variant is not None and same_ids(variant["ids"], ids):
+                return mistake
+        return None
+
+    def extra_checks(self, impl, device):
+        model, src = self.model(CASES[0], torch.device("cpu"))  # made outside the probe
+        p = CASES[0].params
+        check_unplaced_tensors(self.name, lambda: impl(model, src, p["bos"], p["eos"], p["max_len"],
+                                                       beam_size=p["beam_size"]))
 
 
 @visible_check
 def check_beam_search(beam_search) -> None:
-    """On scripted tables whose best hypotheses are known: the ids and the score (a sum of
-    log-probabilities), the finished set, the refill, no length penalty, max_len, beam_size=1."""
-    for name, table, max_len, beam_size, (want, probability), known in CASES:
-        case = f"case '{name}'"
-        src = torch.tensor([[7, 5, 6]])  # (1, n_src): a source the table model never reads
-        model = TableModel(TABLES[table])
-        try:
-            result = call_learner(NAME, case, beam_search, model, src, BOS, EOS, max_len, beam_size=beam_size)
-        except CheckFailure as failure:
-            if beam_size <= model.vocab or failure.__cause__ is None:
-                raise
-            raise CheckFailure(f"{failure}\n{WIDE_BEAM.sentence()}", WIDE_BEAM) from failure.__cause__
-        ids, score = expect_pair(result, case)
-        (ids,) = expect_token_ids(ids, f"{NAME}'s ids", 1, BOS, max_len, case)
-        score = expect_score(score, case)
-        if EOS in ids[1:-1]:
-            raise CheckFailure(goes_on_after_eos(EOS, case))
-        if ids != want:
-            raise not_the_best(case, next((m for m in KNOWN if known.get(m) == ids), None))
-        if not close_score(score, math.log(probability)):
-            raw = close_score(score, math.log(probability) + SHIFT * sum(range(len(ids) - 1)))
-            raise wrong_score(score, math.log(probability), case, raw)
-    model, src = TableModel(TABLES["greedy misses"]), torch.tensor([[7, 5, 6]])  # made outside the probe
-    check_unplaced_tensors(NAME, lambda: beam_search(model, src, BOS, EOS, 6, beam_size=2))
+    """On scripted tables whose best hypotheses are known, on random logits, other bos and eos ids and
+    a stand-in Transformer: the ids and the score (a sum of log-probabilities), the finished set, the
+    refill, no length penalty, max_len, beam_size=1 and a beam wider than the extensions."""
+    BeamSearch().run_cases(beam_search)
     passed("beam_search finds what greedy misses, keeps finished sentences apart, scores log-probabilities.")
+
+
+#: Written by the hidden check's ``snapshot()``: {case: {"reference": {ids, score, raw}, mistake name:
+#: {ids, score} where that mistake returns other ids}}.
+EXPECTED: dict[str, dict[str, dict]] = {
+    'beam_size=2 finds <bos> 4 <eos> (0.4 · 0.9 = 0.36), which greedy decoding misses': {
+        'reference': {'ids': [1, 4, 2], 'score': -1.02165124754, 'raw': -2.53575319746},
+        'drop_finished': {'ids': [1, 3, 3, 0, 0, 0], 'score': -84.5025012602},
+        'raw_logits': {'ids': [1, 3, 2], 'score': -0.756295068607},
+        'greedy': {'ids': [1, 3, 3, 2], 'score': -1.60943791245},
+    },
+    'beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)': {
+        'reference': {'ids': [1, 3, 3, 2], 'score': -1.60943791245, 'raw': 1.1765545359},
+    },
+    'max_len=2: <bos> and one word': {
+        'reference': {'ids': [1, 3], 'score': -0.693147180564, 'raw': 0.714071582814},
+    },
+    'the beam refills after <eos>: <bos> 3 4 <eos> (0.66 · 0.48 · 0.95) beats <bos> <eos> (0.25)': {
+        'reference': {'ids': [1, 3, 4, 2], 'score': -1.20077791344, 'raw': -5.05006278016},
+        'no_refill': {'ids': [1, 2], 'score': -1.38629436112},
+        'drop_finished': {'ids': [1, 3, 5, 3, 0, 0], 'score': -57.5418878379},
+        'raw_logits': {'ids': [1, 2], 'score': -1.05053637536},
+        'greedy': {'ids': [1, 3, 5, 3, 2], 'score': -2.27984560604},
+    },
+    'no length penalty: <bos> <eos> (0.45) beats <bos> 3 4 5 <eos> (0.55 · 0.9 · 0.9 · 0.9)': {
+        'reference': {'ids': [1, 2], 'score': -0.798507696223, 'raw': -1.52669292958},
+        'length_norm': {'ids': [1, 3, 4, 5, 2], 'score': -0.913918547749},
+        'drop_finished': {'ids': [1, 3, 4, 5, 3, 0], 'score': -30.742164241},
+        'raw_logits': {'ids': [1, 3, 4, 5, 2], 'score': 4.16773872823},
+        'greedy': {'ids': [1, 3, 4, 5, 2], 'score': -0.913918547749},
+    },
+    'a finished <bos> <eos> (0.3) stays finished while the beam goes on': {
+        'reference': {'ids': [1, 2], 'score': -1.20397280433, 'raw': -2.40319538813},
+        'finished_compete': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+        'length_norm': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+        'drop_finished': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+        'raw_logits': {'ids': [1, 3, 3, 6, 2], 'score': 0.556381222518},
+        'greedy': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+    },
+    'beam_size=10, more than the 7 extensions of the first step: still <bos> 4 <eos>': {
+        'reference': {'ids': [1, 4, 2], 'score': -1.02165124754, 'raw': 0.117893889197},
+        'drop_finished': {'ids': [1, 3, 3, 0, 0, 0], 'score': -84.5025012602},
+        'greedy': {'ids': [1, 3, 3, 2], 'score': -1.60943791245},
+    },
+    'random logits, beam_size=3': {
+        'reference': {'ids': [1, 5, 5, 2], 'score': -2.75488002419, 'raw': 0.104127950135},
+        'drop_finished': {'ids': [1, 3, 1, 5, 4, 5, 1], 'score': -5.66954656017},
+        'raw_logits': {'ids': [1, 3, 1, 5, 4, 4, 4], 'score': 7.45938962336},
+        'greedy': {'ids': [1, 3, 1, 5, 4, 5, 2], 'score': -5.62948101357},
+    },
+    '<eos> unlikely: every hypothesis reaches max_len=5': {
+        'reference': {'ids': [1, 4, 4, 1, 3], 'score': -3.42118519484, 'raw': 1.32846766018},
+        'raw_logits': {'ids': [1, 4, 0, 0, 3], 'score': 5.51438225024},
+        'greedy': {'ids': [1, 4, 4, 4, 1], 'score': -3.55478579786},
+    },
+    'beam_size=16, every hypothesis of 3 words: the best of all': {
+        'reference': {'ids': [1, 3, 0, 2], 'score': -1.56105268612, 'raw': 5.06700256276},
+        'drop_finished': {'ids': [1, 3, 0, 3], 'score': -2.26421934048},
+    },
+    'bos_id=6, eos_id=5, beam_size=3': {
+        'reference': {'ids': [6, 2, 3, 5], 'score': -4.21272561093, 'raw': 3.72107383444},
+        'length_norm': {'ids': [6, 0, 1, 4, 6, 5], 'score': -5.21564603606},
+        'drop_finished': {'ids': [6, 0, 1, 4, 6, 4], 'score': -5.60349256981},
+        'raw_logits': {'ids': [6, 2, 7, 2, 7, 6], 'score': 11.4032335789},
+        'greedy': {'ids': [6, 2, 7, 3, 3, 0], 'score': -5.89303319626},
+    },
+    'a stand-in Transformer (pre-norm, 2 + 2 blocks), a source with 2 pads, beam_size=3': {
+        'reference': {'ids': [1, 9, 9, 9, 4], 'score': -1.20133568106, 'raw': 41.835636651},
+        'length_norm': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': -1.91476183913},
+        'no_refill': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': -1.91476183913},
+        'drop_finished': {'ids': [1, 9, 9, 9, 9, 9, 9, 9], 'score': -2.40242672761},
+        'raw_logits': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': 71.1814863617},
+        'greedy': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': -1.91476183913},
+    },
+}
