@@ -84,12 +84,16 @@ def inputs(case: Case, device) -> tuple[torch.Tensor, torch.Tensor]:
     return logits, targets.to(device)
 
 
+def options(case: Case) -> tuple[int, float]:
+    """A case's pad_id and label_smoothing."""
+    return case.params["shape"][3], case.params["e"]
+
+
 def loss_outputs(loss, case: Case, device) -> dict:
     """``loss(logits, targets, pad_id, label_smoothing)`` on a case, with the logits' gradient."""
     logits, targets = inputs(case, device)
     logits.requires_grad_()
-    pad_id, e = case.params["shape"][3], case.params["e"]
-    return with_gradients(lambda: (loss(logits, targets, pad_id, e),), ("output",), {"logits": logits},
+    return with_gradients(lambda: (loss(logits, targets, *options(case)),), ("output",), {"logits": logits},
                           case.seed)
 
 
@@ -171,7 +175,7 @@ class LmLoss(Exercise):
         for dtype in (torch.float32, torch.float64):
             self.expect_nan_when_all_padded(impl, dtype, device)
         logits, targets = inputs(CASES[1], "cpu")  # made outside the probe
-        check_unplaced_tensors(self.name, lambda: impl(logits, targets, 3, 0.1))
+        check_unplaced_tensors(self.name, lambda: impl(logits, targets, *options(CASES[1])))
 
 
 @visible_check
