@@ -103,9 +103,7 @@ class WarmupCosineLr(Exercise):
     visible_cases = CASES
 
     def run(self, impl, case, device):
-        def lr(*args):
-            return self.call(case, impl, *args)
-
+        lr = partial(self.call, case, impl)
         return {"output": schedule(lr, *case.params["schedule"], str(case)).to(device)}
 
     def reference(self, case, device):
