@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -29,10 +30,13 @@ def solution_10_7():
 
 def test_loss_reference_is_the_contracts_formula():
     """Does the per-position formula of the variants (with nothing wrong) equal F.cross_entropy?"""
-    for seed, (_, B, n, V, pad_id, padded, e, _dtype, scale) in enumerate(loss_check.CASES):
-        logits, targets = loss_check.make_inputs(B, n, V, pad_id, padded, torch.float64, seed, scale)
-        assert torch.allclose(loss_check._smoothed(logits, targets, pad_id, e, spread="all", kept="real"),
-                              loss_check.reference(logits, targets, pad_id, e))
+    cpu = torch.device("cpu")
+    for case in s10_7.EXERCISES["lm_loss"].cases() + loss_check.CASES:
+        case = replace(case, dtype=torch.float64)
+        (pad_id, e), padded = loss_check.options(case), case.params["shape"][4]
+        logits, targets = loss_check.inputs(case, cpu)
+        formula = loss_check._smoothed(logits, targets, pad_id, e, spread="all", kept="real")
+        assert torch.allclose(formula, loss_check.LmLoss().reference(case, cpu)["output"])
         assert (targets == pad_id).sum() == padded
 
 

@@ -1,4 +1,6 @@
-"""Visible check of ``lm_loss(logits, targets, pad_id, label_smoothing=0.0)``, and its known mistakes."""
+"""``lm_loss(logits, targets, pad_id, label_smoothing=0.0)``: the exercise (inputs, reference, known
+mistakes, visible cases) and its visible check. The reference is ``F.cross_entropy(ignore_index,
+label_smoothing)``, called inside :meth:`LmLoss.reference`: no callable of this module is an answer."""
 
 from __future__ import annotations
 
@@ -8,10 +10,11 @@ import torch
 import torch.nn.functional as F
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_tensor,
     generator,
     passed,
@@ -44,27 +47,54 @@ NO_LOGSUMEXP = Mistake(
     "above about 88",
     "Subtract each row's largest logit before exp and add it back after the log (or use torch.logsumexp).")
 
-CASES = [  # name, B, n, V, pad_id, padded positions of row 0, label_smoothing, dtype, logit scale
-    ("batch of 2, padding at the end of row 0", 2, 5, 7, 0, 2, 0.0, torch.float32, 1.0),
-    ("label_smoothing=0.1, pad_id=3, float64", 3, 4, 6, 3, 3, 0.1, torch.float64, 1.0),
-    ("logits of about 100, float32, label_smoothing=0.2", 2, 3, 5, 1, 1, 0.2, torch.float32, 100.0),
+#: Logits drawn at this scale or more, in float32, overflow an unshifted exp (above about 88).
+LARGE = 50.0
+
+
+def loss_case(name: str, seed: int, B: int, n: int, V: int, pad_id: int, padded: int, e: float,
+              dtype: torch.dtype = torch.float64, scale: float = 1.0) -> Case:
+    """A case: logits (B, n, V) drawn at ``scale``, targets (B, n) whose row 0 ends with ``padded``
+    pad_id's, label smoothing ``e``; its kind: one sentence of two words, large float32 logits,
+    smoothing or not."""
+    parts = (["one sentence, V=2"] if (B, V) == (1, 2) else []) \
+        + (["large float32 logits"] if dtype == torch.float32 and scale >= LARGE else []) \
+        + ["label smoothing" if e else "no smoothing"]
+    return Case(name, seed, {"shape": (B, n, V, pad_id, padded), "e": e, "scale": scale}, dtype,
+                kind=", ".join(parts))
+
+
+CASES = [
+    loss_case("batch of 2, padding at the end of row 0", 0, 2, 5, 7, 0, 2, 0.0, torch.float32),
+    loss_case("label_smoothing=0.1, pad_id=3, float64", 1, 3, 4, 6, 3, 3, 0.1),
+    loss_case("logits of about 100, float32, label_smoothing=0.2", 2, 2, 3, 5, 1, 1, 0.2, torch.float32,
+              100.0),
+    loss_case("logits of about 100, float32, no smoothing", 3, 2, 4, 6, 2, 1, 0.0, torch.float32, 100.0),
+    loss_case("one sentence, V=2, label_smoothing=0.2, float64", 4, 1, 4, 2, 0, 1, 0.2),
 ]
 
 
-def make_inputs(B, n, V, pad_id, padded, dtype, seed, scale=1.0, device="cpu"):
-    """Seeded logits (B, n, V) and targets (B, n): row 0 ends with ``padded`` pad_id's, no other pad."""
-    g = generator(seed)
-    logits = randn((B, n, V), g, dtype, device, scale)
+def inputs(case: Case, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded logits (B, n, V) and targets (B, n): row 0 ends with its padded pad_id's, no other pad."""
+    B, n, V, pad_id, padded = case.params["shape"]
+    g = generator(case.seed)
+    logits = randn((B, n, V), g, case.dtype, device, case.params["scale"])
     targets = torch.randint(0, V, (B, n), generator=g)
     targets = torch.where(targets == pad_id, (pad_id + 1) % V, targets)  # no pad_id among the real ones
     targets[0, n - padded:] = pad_id
     return logits, targets.to(device)
 
 
-def reference(logits, targets, pad_id, label_smoothing):
-    V = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1), ignore_index=pad_id,
-                           label_smoothing=label_smoothing)
+def options(case: Case) -> tuple[int, float]:
+    """A case's pad_id and label_smoothing."""
+    return case.params["shape"][3], case.params["e"]
+
+
+def loss_outputs(loss, case: Case, device) -> dict:
+    """``loss(logits, targets, pad_id, label_smoothing)`` on a case, with the logits' gradient."""
+    logits, targets = inputs(case, device)
+    logits.requires_grad_()
+    return with_gradients(lambda: (loss(logits, targets, *options(case)),), ("output",), {"logits": logits},
+                          case.seed)
 
 
 def _log_probs(logits):
@@ -100,13 +130,6 @@ VARIANTS = {
 }
 
 
-def outputs(loss, logits, targets, pad_id, label_smoothing, seed):
-    """``loss(...)`` on a fresh copy of the logits, with the logits' gradient."""
-    logits = logits.detach().clone().requires_grad_()
-    return with_gradients(lambda: (loss(logits, targets, pad_id, label_smoothing),), ("output",),
-                          {"logits": logits}, seed)
-
-
 def expect_finite(got, want, where: str) -> None:
     """A non-finite loss where PyTorch's is finite: exp overflowed."""
     if not bool(torch.isfinite(got["output"])) and bool(torch.isfinite(want["output"])):
@@ -114,36 +137,50 @@ def expect_finite(got, want, where: str) -> None:
                            f"{want['output'].item():.4g}.\n{NO_LOGSUMEXP.sentence()}", NO_LOGSUMEXP)
 
 
-def expect_nan_when_all_padded(lm_loss, dtype=torch.float32, device="cpu") -> None:
-    """Every target pad_id: nothing to average, so nan (as F.cross_entropy)."""
-    logits, targets = make_inputs(2, 3, 5, 0, 3, dtype, 7, device=device)
-    targets = torch.zeros_like(targets)
-    loss = expect_tensor(call_learner("lm_loss", "a batch whose targets are all pad_id", lm_loss, logits,
-                                      targets, 0), "lm_loss")
-    if loss.numel() != 1 or not bool(loss.isnan()):
-        raise CheckFailure(f"lm_loss should be nan when every target is pad_id (the mean over no position, "
-                           f"as F.cross_entropy gives), but is {loss.detach().flatten()[:1].tolist()}. "
-                           "Take the mean of the kept positions' losses; do not clamp their count to 1.")
+class LmLoss(Exercise):
+    name = "lm_loss"
+    reference_name = "F.cross_entropy(ignore_index=pad_id, label_smoothing=...)"
+    mistakes = {m: partial(loss_outputs, f) for m, f in VARIANTS.items()}
+    visible_cases = CASES
 
+    def run(self, impl, case, device):
+        def loss(*args):
+            return expect_tensor(self.call(case, impl, *args), self.name, str(case))
 
-def learner_call(lm_loss, where: str):
-    def call(*args):
-        return expect_tensor(call_learner("lm_loss", where, lm_loss, *args), "lm_loss", where)
-    return call
+        return loss_outputs(loss, case, device)
+
+    def reference(self, case, device):
+        def cross_entropy(logits, targets, pad_id, e):  # (B, n, V), (B, n)
+            return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id,
+                                   label_smoothing=e)
+
+        return loss_outputs(cross_entropy, case, device)
+
+    def evaluate(self, case, got, device):
+        expect_finite(got, self.expected(case, device), str(case))
+        super().evaluate(case, got, device)
+
+    def expect_nan_when_all_padded(self, impl, dtype: torch.dtype, device) -> None:
+        """Every target pad_id: nothing to average, so nan (as F.cross_entropy)."""
+        where = "a batch whose targets are all pad_id"
+        logits, targets = inputs(loss_case(where, 7, 2, 3, 5, 0, 3, 0.0, dtype), device)
+        loss = expect_tensor(self.call(where, impl, logits, torch.zeros_like(targets), 0), self.name)
+        if loss.numel() != 1 or not bool(loss.isnan()):
+            raise CheckFailure(f"lm_loss should be nan when every target is pad_id (the mean over no "
+                               f"position, as F.cross_entropy gives), but is "
+                               f"{loss.detach().flatten()[:1].tolist()}. Take the mean of the kept "
+                               "positions' losses; do not clamp their count to 1.")
+
+    def extra_checks(self, impl, device):
+        for dtype in (torch.float32, torch.float64):
+            self.expect_nan_when_all_padded(impl, dtype, device)
+        logits, targets = inputs(CASES[1], "cpu")  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: impl(logits, targets, *options(CASES[1])))
 
 
 @visible_check
 def check_lm_loss(lm_loss) -> None:
     """Loss and gradient against F.cross_entropy(ignore_index, label_smoothing), then all-padded."""
-    for seed, (case, B, n, V, pad_id, padded, e, dtype, scale) in enumerate(CASES):
-        where = f"case '{case}'"
-        logits, targets = make_inputs(B, n, V, pad_id, padded, dtype, seed, scale)
-        want = outputs(reference, logits, targets, pad_id, e, seed)
-        got = outputs(learner_call(lm_loss, where), logits, targets, pad_id, e, seed)
-        expect_finite(got, want, where)
-        variants = {m: partial(outputs, f, logits, targets, pad_id, e, seed) for m, f in VARIANTS.items()}
-        compare_outputs(got, want, "lm_loss", where, against="F.cross_entropy(ignore_index=pad_id, "
-                        "label_smoothing=...)", variants=variants)
-    expect_nan_when_all_padded(lm_loss)
+    LmLoss().run_cases(lm_loss)
     passed("lm_loss matches F.cross_entropy with ignore_index and label_smoothing, gradients too, and "
            "stays finite for large logits.")

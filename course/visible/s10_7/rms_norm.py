@@ -1,17 +1,21 @@
-"""Visible check of ``RMSNorm(d_model, eps=1e-6)``, and its known mistakes."""
+"""``RMSNorm(d_model, eps=1e-6)``: the exercise (inputs, reference, known mistakes, visible cases) and
+its visible check."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
+    check_unplaced_tensors,
     close,
-    compare_outputs,
     diagnose,
     expect_tensor,
     generator,
@@ -21,6 +25,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.modules import load_parameters
 
 HOW = "Create one parameter, self.weight = nn.Parameter(torch.ones(d_model)), and keep eps."
 FORMULA = "x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight."
@@ -41,11 +46,36 @@ FLOAT32_INSIDE = Mistake(
 NO_WEIGHT = Mistake("weight_unused", "the weight never applied",
                     "Multiply by self.weight at the end: " + FORMULA)
 
-CASES = [  # name, shape of x, eps (None: the default), dtype, scale of x
-    ("x (2, 3, 8), float32", (2, 3, 8), None, torch.float32, 1.0),
-    ("x (2, 2, 3, 8), eps=0.1, float64", (2, 2, 3, 8), 0.1, torch.float64, 1.0),
-    ("small x (about 1e-3), the default eps, float64", (3, 8), None, torch.float64, 1e-3),
+
+def norm_case(name: str, seed: int, shape: tuple, eps: float | None = None,
+              dtype: torch.dtype = torch.float64, scale: float = 1.0) -> Case:
+    """A case: x of ``shape`` drawn at ``scale``, eps (None: the default); its kind: small x (eps
+    matters), large x, d_model=1, or else the rank of x."""
+    kind = ("small x" if scale < 0.1 else "large x" if scale > 10 else "d_model=1" if shape[-1] == 1
+            else f"{len(shape)}-D x")
+    return Case(name, seed, {"shape": shape, "eps": eps, "scale": scale}, dtype, kind=kind)
+
+
+CASES = [
+    norm_case("x (2, 3, 8), float32", 0, (2, 3, 8), dtype=torch.float32),
+    norm_case("x (2, 2, 3, 8), eps=0.1, float64", 1, (2, 2, 3, 8), 0.1),
+    norm_case("small x (about 1e-3), the default eps, float64", 2, (3, 8), scale=1e-3),
+    norm_case("x (5, 6), float64", 3, (5, 6)),
+    norm_case("large x (about 100), float64", 4, (3, 7), scale=100.0),
+    norm_case("d_model=1, eps=1e-3, float64", 5, (4, 1), 1e-3),
 ]
+
+
+def inputs(case: Case, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A case's x and the seeded weight (about 1) the module and nn.RMSNorm both get."""
+    p, g = case.params, generator(case.seed)
+    x = randn(p["shape"], g, case.dtype, device, p["scale"])
+    weight = randn(p["shape"][-1:], g, case.dtype, device, 0.5) + 1
+    return x, weight
+
+
+def eps_of(case: Case) -> float:
+    return 1e-6 if case.params["eps"] is None else case.params["eps"]
 
 
 def _rms(x, weight, eps, kind="ok"):
@@ -68,10 +98,8 @@ VARIANTS = {
 }
 
 
-def expect_layout(module, d_model: int) -> None:
-    """An nn.Module with one parameter, weight (d_model,), starting at ones."""
-    if not isinstance(module, nn.Module):
-        raise CheckFailure(f"RMSNorm(...) should create an nn.Module, not a {type(module).__name__}.")
+def expect_layout(module: nn.Module, d_model: int) -> None:
+    """One parameter, weight (d_model,), starting at ones."""
     params = dict(module.named_parameters())
     if set(params) != {"weight"}:
         raise CheckFailure(f"RMSNorm should have exactly one parameter, weight, but has "
@@ -88,22 +116,12 @@ def outputs(norm, weight, x, seed):
     return with_gradients(lambda: (norm(x),), ("output",), {"x": x, "weight": weight}, seed)
 
 
-def reference_norm(d_model, eps, weight):
-    """nn.RMSNorm holding ``weight``."""
-    norm = nn.RMSNorm(d_model, eps=eps).to(weight.device, weight.dtype)
-    with torch.no_grad():
-        norm.weight.copy_(weight)
-    return norm
-
-
-def learner_forward(module, where: str):
-    def forward(x):
-        out = expect_tensor(call_learner("RMSNorm.forward", where, module, x), "RMSNorm.forward", where)
-        if out.dtype != x.dtype:
-            raise CheckFailure(f"RMSNorm.forward returns {out.dtype} for x of {x.dtype} in {where}: keep the "
-                               "dtype of x (no .float() or torch.tensor(...) inside).")
-        return out
-    return forward
+def _variant(f):
+    def run(case, device):
+        x, weight = inputs(case, device)
+        w = weight.requires_grad_()
+        return outputs(lambda t: f(t, w, eps_of(case)), w, x, case.seed)
+    return run
 
 
 #: A float64 result off by at most this share of its largest entry was computed in float32: float32
@@ -125,32 +143,49 @@ def expect_full_precision(got, want, where: str, variants) -> None:
                            f"float64).\n{FLOAT32_INSIDE.sentence()}", FLOAT32_INSIDE)
 
 
-def compare_norm(module, x, eps, where, seed, device=None) -> None:
-    """The learner's module (its weight seeded) against nn.RMSNorm with the same weight, and the variants."""
-    d = x.shape[-1]
-    weight = dict(module.named_parameters())["weight"]
-    with torch.no_grad():
-        weight.copy_(randn((d,), generator(seed + 31), x.dtype, x.device, 0.5) + 1)
-    reference = reference_norm(d, eps, weight.detach())
-    module.zero_grad()
-    got = outputs(learner_forward(module, where), weight, x, seed)
-    want = outputs(reference, reference.weight, x, seed)
-    w = weight.detach().clone().requires_grad_()
-    variants = {m: (lambda f=f: outputs(lambda t: f(t, w, eps), w, x, seed)) for m, f in VARIANTS.items()}
-    expect_full_precision(got, want, where, variants)
-    compare_outputs(got, want, "RMSNorm", where, against="nn.RMSNorm with the same weight", variants=variants,
-                    device=device)
+class RMSNormModule(Exercise):
+    name = "RMSNorm"
+    reference_name = "nn.RMSNorm with the same weight"
+    mistakes = {m: _variant(f) for m, f in VARIANTS.items()}
+    visible_cases = CASES
+
+    def run(self, impl, case, device):
+        d = case.params["shape"][-1]
+        args = (d,) if case.params["eps"] is None else (d, case.params["eps"])
+        module = self.build(impl, case, *args)
+        expect_layout(module, d)
+        x, weight = inputs(case, device)
+        params = load_parameters(module.to(device), {"weight": weight}, self.name, HOW)
+
+        def forward(t):
+            out = expect_tensor(self.call(case, module, t), "RMSNorm.forward", str(case))
+            if out.dtype != t.dtype:
+                raise CheckFailure(f"RMSNorm.forward returns {out.dtype} for x of {t.dtype} in {case}: keep "
+                                   "the dtype of x (no .float() or torch.tensor(...) inside).")
+            return out
+
+        return outputs(forward, params["weight"], x, case.seed)
+
+    def reference(self, case, device):
+        x, weight = inputs(case, device)
+        norm = nn.RMSNorm(x.shape[-1], eps=eps_of(case)).to(device, case.dtype)
+        with torch.no_grad():
+            norm.weight.copy_(weight)
+        return outputs(norm, norm.weight, x, case.seed)
+
+    def evaluate(self, case, got, device):
+        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+        expect_full_precision(got, self.expected(case, device), str(case), variants)
+        super().evaluate(case, got, device)
+
+    def extra_checks(self, impl, device):
+        module, x = self.call("RMSNorm(6)", impl, 6), torch.ones(2, 3, 6)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: module(x))
 
 
 @visible_check
 def check_RMSNorm(RMSNorm) -> None:
     """Layout, then output and gradients against nn.RMSNorm with copied weights."""
-    for seed, (case, shape, eps, dtype, scale) in enumerate(CASES):
-        where = f"case '{case}'"
-        d = shape[-1]
-        args = (d,) if eps is None else (d, eps)
-        module = call_learner("RMSNorm", f"RMSNorm{args}", RMSNorm, *args)
-        expect_layout(module, d)
-        x = randn(shape, generator(seed), dtype, "cpu", scale)
-        compare_norm(module.to(dtype), x, 1e-6 if eps is None else eps, where, seed)
-    passed("RMSNorm matches nn.RMSNorm with the same weight on 2-D, 3-D and 4-D inputs, gradients too.")
+    RMSNormModule().run_cases(RMSNorm)
+    passed("RMSNorm matches nn.RMSNorm with the same weight on 2-D, 3-D and 4-D inputs, small and large, "
+           "gradients too.")

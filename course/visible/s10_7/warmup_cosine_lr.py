@@ -1,4 +1,5 @@
-"""Visible check of ``warmup_cosine_lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0)``.
+"""``warmup_cosine_lr(step, peak_lr, warmup_steps, total_steps, min_lr=0.0)``: the exercise (schedules,
+reference, known mistakes, visible cases) and its visible check.
 
 The reference is the contract's formula evaluated over every step of a schedule at once, as a
 float64 tensor (:func:`expected_schedule`): a whole schedule, not a learning rate, so that no
@@ -8,10 +9,19 @@ callable of this module is an answer to hand in.
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 
-from course.checking import CheckFailure, Mistake, call_learner, compare_outputs, passed, visible_check
+from course.checking import (
+    Case,
+    CheckFailure,
+    Exercise,
+    Mistake,
+    compare_outputs,
+    passed,
+    visible_check,
+)
 
 WARMUP_FROM_ZERO = Mistake("warmup_from_zero", "a warm-up that starts at 0 (peak_lr * step / warmup_steps)",
                            "Steps count from 0, and the first step should already move: use step + 1.")
@@ -28,11 +38,24 @@ DECAY_ONE_SHORT = Mistake(
     "The cosine is at min_lr exactly at step total_steps: divide by total_steps - warmup_steps.")
 NO_FLOOR = Mistake("no_floor", "a cosine that goes on after total_steps (and rises again)",
                    "From step total_steps on, return min_lr.")
-CASES = [  # name, peak_lr, warmup_steps, total_steps, min_lr (None: the default), steps checked
-    ("warm-up 4, total 12, min_lr 1e-5", 1e-3, 4, 12, 1e-5, 16),
-    ("no warm-up (warmup_steps=0), min_lr 0.05", 0.5, 0, 6, 0.05, 9),
-    ("warm-up 3, total 10, min_lr left at its default", 2e-3, 3, 10, None, 13),
-    ("min_lr given as the int 0", 1.0, 2, 5, 0, 7),
+
+
+def schedule_case(name: str, peak_lr: float, warmup_steps: int, total_steps: int, min_lr, steps: int) -> Case:
+    """A case: a schedule (min_lr None: left at its default) checked on its steps 0 .. steps - 1; its
+    kind: a warm-up or none, and min_lr given, left at its default or an int."""
+    lowest = ("left at its default" if min_lr is None else "an int" if isinstance(min_lr, int)
+              else "given")
+    kind = f"{'a warm-up' if warmup_steps else 'no warm-up'}, min_lr {lowest}"
+    return Case(name, 0, {"schedule": (peak_lr, warmup_steps, total_steps, min_lr, steps)}, kind=kind)
+
+
+CASES = [
+    schedule_case("warm-up 4, total 12, min_lr 1e-5", 1e-3, 4, 12, 1e-5, 16),
+    schedule_case("no warm-up (warmup_steps=0), min_lr 0.05", 0.5, 0, 6, 0.05, 9),
+    schedule_case("warm-up 3, total 10, min_lr left at its default", 2e-3, 3, 10, None, 13),
+    schedule_case("min_lr given as the int 0", 1.0, 2, 5, 0, 7),
+    schedule_case("no warm-up, total 7, min_lr left at its default", 0.2, 0, 7, None, 10),
+    schedule_case("no warm-up, min_lr the int 0", 0.4, 0, 5, 0, 7),
 ]
 #: The switches of :func:`expected_schedule` that reproduce each mistake.
 SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_ONE_LONG: {"warm_extra": 1},
@@ -72,24 +95,30 @@ def schedule(lr, peak_lr, warmup_steps, total_steps, min_lr, steps, where: str =
     return torch.tensor(values, dtype=torch.float64)
 
 
-def learner(warmup_cosine_lr, where: str):
-    return lambda *args: call_learner("warmup_cosine_lr", where, warmup_cosine_lr, *args)
+class WarmupCosineLr(Exercise):
+    name = "warmup_cosine_lr"
+    reference_name = "the contract's formula"
+    mistakes = {m: (lambda case, device, c=c: {"output": expected_schedule(*case.params["schedule"], **c)
+                                               .to(device)}) for m, c in SWITCHES.items()}
+    visible_cases = CASES
 
+    def run(self, impl, case, device):
+        lr = partial(self.call, case, impl)
+        return {"output": schedule(lr, *case.params["schedule"], str(case)).to(device)}
 
-def compare_schedule(warmup_cosine_lr, case) -> None:
-    """The learner's schedule on every step of ``case`` against the contract's (index = step)."""
-    name, *args = case
-    where = f"case '{name}'"
-    got = schedule(learner(warmup_cosine_lr, where), *args, where)
-    variants = {m: (lambda c=c: {"output": expected_schedule(*args, **c)}) for m, c in SWITCHES.items()}
-    compare_outputs({"output": got}, {"output": expected_schedule(*args)}, "warmup_cosine_lr",
-                    f"{where} (the index is the step)", against="the contract's formula", variants=variants)
+    def reference(self, case, device):
+        return {"output": expected_schedule(*case.params["schedule"]).to(device)}
+
+    def evaluate(self, case, got, device):
+        """The schedule's steps against the contract's (the index is the step)."""
+        variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
+        compare_outputs(got, self.expected(case, device), self.name, f"{case} (the index is the step)",
+                        against=self.reference_name, variants=variants, device=device)
 
 
 @visible_check
 def check_warmup_cosine_lr(warmup_cosine_lr) -> None:
-    """Every step of four schedules against the contract's formula."""
-    for case in CASES:
-        compare_schedule(warmup_cosine_lr, case)
+    """Every step of six schedules against the contract's formula."""
+    WarmupCosineLr().run_cases(warmup_cosine_lr)
     passed("warmup_cosine_lr warms up from the first step, decays to min_lr along a cosine, and stays there; "
            "warmup_steps=0 and an int min_lr work too.")
