@@ -16,6 +16,7 @@ from torch import nn
 
 from course import progress
 from course.checking import CheckFailure, single_thread
+from course.checking.modules import load_parameters
 from course.visible import s10_7 as visible_10_7
 from course.visible.s10_7 import gpt, llama_block, swiglu
 from course.visible.s10_7 import lm_loss as loss_check
@@ -46,7 +47,7 @@ def test_gpt_reference_is_the_notebook_model(solution_10_7):
     cfg = gpt.CONFIG
     model = solution_10_7["GPT"](*cfg.args(), pad_id=cfg.pad_id).double()
     values = gpt.seeded_values(cfg, 0, torch.float64)
-    gpt.load(model, values)
+    load_parameters(model, values, "GPT", gpt.HOW)
     ids = gpt.make_ids(cfg, 2, 6, 2, 0)
     with torch.no_grad():
         want = gpt.real(gpt.reference_logits(values, ids, cfg), ids, cfg)  # the real tokens' logits
@@ -88,22 +89,13 @@ def test_rms_norm_tripwire():
 
 
 def test_every_swiglu_and_llama_mistake_shows_in_a_visible_case():
-    """Does each known SwiGLU and LlamaBlock mistake change the outputs of at least one visible case (so
-    that it can be named there)?"""
-    for seed, (_, d, d_ff, lead, dtype) in enumerate(swiglu.CASES):
-        x, weights = swiglu.case_inputs(d, d_ff, lead, dtype, seed)
-        want = swiglu.reference_outputs(x, weights, seed)["output"]
-        for mistake, gate in swiglu.ACTIVATIONS.items():
-            changed = swiglu.reference_outputs(x, weights, seed, gate)["output"]
-            assert not torch.allclose(changed, want), mistake.name
-    for mistake, switch in llama_block.SWITCHES.items():
-        differs = []
-        for seed, (_, cfg, B, n, mask, dtype) in enumerate(llama_block.CASES):
-            inputs = llama_block.case_inputs(cfg, B, n, mask, dtype, seed)
-            want = llama_block.reference_outputs(cfg, *inputs, seed)["output"]
-            changed = llama_block.reference_outputs(cfg, *inputs, seed, **switch)["output"]
-            differs.append(not torch.allclose(changed, want))
-        assert any(differs), mistake.name
+    """Does each known SwiGLU mistake change the outputs of every visible case, and each LlamaBlock mistake
+    those of at least one (so that it can be named there)?"""
+    cpu = torch.device("cpu")
+    for exercise, where in ((swiglu.SwiGLUModule(), all), (llama_block.LlamaBlockModule(), any)):
+        for mistake, run in exercise.mistakes.items():
+            assert where(not torch.allclose(run(case, cpu)["output"], exercise.reference(case, cpu)["output"])
+                         for case in exercise.visible_cases), mistake.name
 
 
 def test_llama_reference_turns_as_apply_rotary(solution_10_7):

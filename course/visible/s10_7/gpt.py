@@ -1,6 +1,7 @@
-"""Visible check of ``GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0)``.
+"""``GPT(vocab_size, d_model, num_heads, d_ff, num_layers, max_len, pad_id=0, dropout=0.0)``: the exercise
+(inputs, reference, known mistakes, visible cases) and its visible check.
 
-The reference is PyTorch's own layers holding the learner's weights: ``F.embedding``, one
+The reference is PyTorch's own layers holding the case's seeded weights: ``F.embedding``, one
 ``nn.TransformerEncoderLayer(activation="gelu", norm_first=True, batch_first=True)`` per block (the block's
 w_q, w_k, w_v stacked into its ``in_proj``), causal and key-padding masks, ``F.layer_norm``
 and the output layer as ``F.linear`` with the token embedding itself (tied). Only the logits of
@@ -20,11 +21,12 @@ from torch import nn
 from torch.func import functional_call
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
+    check_unplaced_tensors,
     close,
-    compare_outputs,
     expect_shape,
     expect_tensor,
     generator,
@@ -34,6 +36,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.modules import load_parameters
 
 HOW = ("Create, in this order: tok_embed = nn.Embedding(vocab_size, d_model), pos_embed = "
        "nn.Embedding(max_len, d_model), blocks = nn.ModuleList of num_layers TransformerBlock(d_model, "
@@ -101,10 +104,21 @@ class Config:
 
 
 CONFIG = Config(vocab_size=11, d_model=8, num_heads=2, d_ff=16, num_layers=2, max_len=7, pad_id=1)
-CASES = [  # name, B, n, padded positions at the end of row 0, dtype
-    ("float32, 2 sentences, row 0 ends with 2 pad_id's", 2, 6, 2, torch.float32),
-    ("float64, n = max_len", 2, 7, 3, torch.float64),
-    ("float64, one token", 3, 1, 0, torch.float64),
+
+
+def gpt_case(name: str, seed: int, cfg: Config, B: int, n: int, padded: int, dtype=torch.float64, *,
+             kind: str) -> Case:
+    """A case: the model's config and ids (B, n), the last ``padded`` of row 0 pad_id's."""
+    return Case(name, seed, {"config": cfg, "B": B, "n": n, "padded": padded}, dtype, kind=kind)
+
+
+CASES = [
+    gpt_case("float32, 2 sentences, row 0 ends with 2 pad_id's", 0, CONFIG, 2, 6, 2, torch.float32,
+             kind="padding"),
+    gpt_case("float64, n = max_len", 1, CONFIG, 2, 7, 3, kind="n = max_len"),
+    gpt_case("float64, one token", 2, CONFIG, 3, 1, 0, kind="one token"),
+    gpt_case("float64, one block of one head, pad_id=0, no padding", 3, Config(7, 4, 1, 8, 1, 5, 0), 2, 5, 0,
+             kind="no padding"),
 ]
 DROPOUT_CONFIG = Config(vocab_size=9, d_model=4, num_heads=2, d_ff=8, num_layers=2, max_len=6, pad_id=0)
 
@@ -152,15 +166,6 @@ def seeded_values(cfg: Config, seed: int, dtype, device="cpu") -> dict[str, torc
         return name.endswith(".weight") and name.split(".")[-2].startswith("norm")
     return {name: randn(shape, g, dtype, device, 0.5) + (1 if norm_weight(name) else 0)
             for name, shape in cfg.shapes().items()}
-
-
-def load(model: nn.Module, values: dict[str, torch.Tensor]) -> dict[str, nn.Parameter]:
-    """Copy ``values`` into the learner's parameters; returns them by name, to collect gradients."""
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, value in values.items():
-            params[name].copy_(value)
-    return {name: params[name] for name in values}
 
 
 def make_ids(cfg: Config, B: int, n: int, padded: int, seed: int, device="cpu") -> torch.Tensor:
@@ -219,81 +224,93 @@ def real(logits: torch.Tensor, ids: torch.Tensor, cfg: Config) -> torch.Tensor:
     return logits[ids != cfg.pad_id]
 
 
+def inputs(case: Case, device) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The seeded values of every parameter and the ids (B, n) of a case."""
+    cfg, p = case.params["config"], case.params
+    values = seeded_values(cfg, case.seed, case.dtype, device)
+    return values, make_ids(cfg, p["B"], p["n"], p["padded"], case.seed, device)
+
+
 def outputs(forward, leaves: dict[str, torch.Tensor], ids, cfg: Config, seed: int):
     """``forward()``'s logits at the real tokens, with the gradients of every parameter."""
     return with_gradients(lambda: (real(forward(), ids, cfg),), ("output",), leaves, seed)
 
 
-def reference_outputs(values: dict[str, torch.Tensor], ids, cfg: Config, seed: int):
-    leaves = {k: v.detach().clone().requires_grad_() for k, v in values.items()}
-    return outputs(lambda: reference_logits(leaves, ids, cfg), leaves, ids, cfg, seed)
+def reference_outputs(case: Case, device):
+    """The reference's logits at the real tokens and the gradients of every parameter on a case."""
+    values, ids = inputs(case, device)
+    leaves = {k: v.requires_grad_() for k, v in values.items()}
+    cfg = case.params["config"]
+    return outputs(lambda: reference_logits(leaves, ids, cfg), leaves, ids, cfg, case.seed)
 
 
-def variants(values: dict[str, torch.Tensor], ids, cfg: Config) -> dict:
-    """Each known mistake's logits on these weights and ids (no gradients: they only name a mistake)."""
-    def run(changes):
-        with torch.no_grad():
-            return {"output": real(reference_logits(values, ids, cfg, **changes), ids, cfg)}
-    return {m: functools.partial(run, changes) for m, changes in MISTAKES.items()}
-
-
-def learner_logits(model, ids, cfg: Config, where: str, call=call_learner) -> torch.Tensor:
-    """The learner's logits (B, n, vocab_size), shape checked; ``call`` runs learner code."""
-    logits = expect_tensor(call("GPT.forward", where, model, ids), "GPT.forward", where)
-    expect_shape(logits, (*ids.shape, cfg.vocab_size), "GPT.forward", where)
-    return logits
-
-
-def learner_outputs(model, values, ids, cfg: Config, where: str, seed: int):
-    params = load(model, values)
-    model.zero_grad()
-    return outputs(lambda: learner_logits(model, ids, cfg, where), params, ids, cfg, seed)
-
-
-def expect_embedding_dropout(GPT, cfg: Config = DROPOUT_CONFIG) -> None:
-    """GPT(..., dropout=1.0) in train mode: dropout on the embeddings' sum zeroes what enters the blocks,
-    whose own dropout zeroes what they add, so every logit is the final norm's bias scored by the tied
-    output layer, whatever the ids."""
-    args = ", ".join(map(str, cfg.args()))
-    model = call_learner("GPT", f"GPT({args}, dropout=1.0)", GPT, *cfg.args(), pad_id=cfg.pad_id, dropout=1.0)
-    expect_layout(model, cfg)
-    values = seeded_values(cfg, 5, torch.float32)
-    load(model, values)
-    ids = make_ids(cfg, 2, cfg.max_len, 0, 5)
-    model.train()
+def variant_outputs(case: Case, device, changes: dict):
+    """A known mistake's logits at the real tokens (no gradients: they only name a mistake)."""
+    values, ids = inputs(case, device)
+    cfg = case.params["config"]
     with torch.no_grad():
-        got = learner_logits(model, ids, cfg, "GPT(..., dropout=1.0) in train mode")
-    want = F.linear(values["norm.bias"], values["tok_embed.weight"]).expand_as(got)  # (B, n, V)
-    if close(got, want, *tolerance(torch.float32)):
-        return
-    expected = ("With dropout=1.0 in train mode, every logit of GPT should be the final norm's bias times "
-                "the tied output layer (nothing passes the dropouts), but ")
-    if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere: blocks add
-        fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
-    fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
+        return {"output": real(reference_logits(values, ids, cfg, **changes), ids, cfg)}
 
 
-def build(GPT, cfg: Config, where: str):
-    args = ", ".join(map(str, cfg.args()))
-    model = call_learner("GPT", f"GPT({args}, pad_id={cfg.pad_id})", GPT, *cfg.args(), pad_id=cfg.pad_id)
-    expect_layout(model, cfg)
-    return model
+class GPTModel(Exercise):
+    name = "GPT"
+    reference_name = AGAINST
+    mistakes = {m: functools.partial(variant_outputs, changes=changes) for m, changes in MISTAKES.items()}
+    visible_cases = CASES
+    #: The model whose dropout is checked (extra_checks).
+    dropout_config = DROPOUT_CONFIG
+
+    def run(self, impl, case, device):
+        cfg = case.params["config"]
+        model = self.build(impl, case, *cfg.args(), pad_id=cfg.pad_id)
+        expect_layout(model, cfg)
+        values, ids = inputs(case, device)
+        params = load_parameters(model.to(device), values, self.name, HOW)
+        return outputs(lambda: self.logits(model, ids, cfg, case), params, ids, cfg, case.seed)
+
+    def reference(self, case, device):
+        return reference_outputs(case, device)
+
+    def logits(self, model, ids, cfg: Config, where) -> torch.Tensor:
+        """The learner's logits (B, n, vocab_size), shape checked."""
+        logits = expect_tensor(self.call(where, model, ids), "GPT.forward", where)
+        expect_shape(logits, (*ids.shape, cfg.vocab_size), "GPT.forward", where)
+        return logits
+
+    def extra_checks(self, impl, device):
+        self.embedding_dropout(impl, self.dropout_config)
+        cfg = Config(9, 4, 2, 8, 2, 6, 0)
+        probe, ids = self.call("GPT(9, 4, 2, 8, 2, 6)", impl, *cfg.args()), make_ids(cfg, 2, 5, 1, 0)
+        check_unplaced_tensors(self.name, lambda: probe(ids))  # ids made outside the probe
+
+    def embedding_dropout(self, impl, cfg: Config) -> None:
+        """GPT(..., dropout=1.0) in train mode: dropout on the embeddings' sum zeroes what enters the
+        blocks, whose own dropout zeroes what they add, so every logit is the final norm's bias scored by
+        the tied output layer, whatever the ids."""
+        args = ", ".join(map(str, cfg.args()))
+        model = self.call(f"GPT({args}, dropout=1.0)", impl, *cfg.args(), pad_id=cfg.pad_id, dropout=1.0)
+        expect_layout(model, cfg)
+        values = seeded_values(cfg, 5, torch.float32)
+        load_parameters(model, values, self.name, HOW)
+        ids = make_ids(cfg, 2, cfg.max_len, 0, 5)
+        model.train()
+        with torch.no_grad():
+            got = self.logits(model, ids, cfg, "GPT(..., dropout=1.0) in train mode")
+        want = F.linear(values["norm.bias"], values["tok_embed.weight"]).expand_as(got)  # (B, n, V)
+        if close(got, want, *tolerance(torch.float32)):
+            return
+        expected = ("With dropout=1.0 in train mode, every logit of GPT should be the final norm's bias "
+                    "times the tied output layer (nothing passes the dropouts), but ")
+        if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere
+            fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
+        fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
 
 
 @visible_check
 def check_GPT(GPT) -> None:
-    """Layout and tied weights, then logits and gradients against PyTorch's layers with the same weights."""
-    model = build(GPT, CONFIG, "")
-    for seed, (case, B, n, padded, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        model = model.to(dtype)
-        values = seeded_values(CONFIG, seed, dtype)
-        ids = make_ids(CONFIG, B, n, padded, seed)
-        got = learner_outputs(model, values, ids, CONFIG, where, seed)
-        compare_outputs(got, reference_outputs(values, ids, CONFIG, seed), "GPT", where,
-                        against=AGAINST,
-                        variants=variants(values, ids, CONFIG))
-    expect_embedding_dropout(GPT)
+    """Layout and tied weights, then logits and gradients against PyTorch's layers with the same weights;
+    dropout on the embeddings and in the blocks."""
+    GPTModel().run_cases(GPT)
     passed("GPT has learned positions, dropout on the embeddings, pre-norm GELU blocks, a final norm and a "
            "tied output layer; its logits and gradients at the real tokens match PyTorch's layers with the "
            "causal mask.")

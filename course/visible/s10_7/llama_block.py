@@ -1,6 +1,7 @@
-"""Visible check of ``LlamaBlock(d_model, num_heads, d_ff, eps=1e-6, base=10000.0)``, and its known mistakes.
+"""``LlamaBlock(d_model, num_heads, d_ff, eps=1e-6, base=10000.0)``: the exercise (inputs, reference,
+known mistakes, visible cases) and its visible check.
 
-The reference is assembled from PyTorch's primitives holding the learner's weights:
+The reference is assembled from PyTorch's primitives holding the case's seeded weights:
 ``F.rms_norm`` (``nn.RMSNorm``'s function), ``F.linear`` for the projections, the rotary turn of
 10.4 on q and k written from its formula (angles in float64), ``F.scaled_dot_product_attention``
 with the mask, and SwiGLU as ``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)``.
@@ -8,18 +9,17 @@ with the mask, and SwiGLU as ``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from course.checking import (
-    CheckFailure,
+    Case,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_shape,
     expect_tensor,
     generator,
@@ -28,6 +28,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.modules import load_parameters
 from course.visible.s10_7.swiglu import swiglu
 
 HOW = ("LlamaBlock needs norm1 and norm2 (RMSNorm(d_model, eps)), attn with w_q, w_k, w_v, w_o (each "
@@ -74,19 +75,24 @@ class Config:
                 "ffn.w1.weight": (d_ff, d), "ffn.w2.weight": (d, d_ff), "ffn.w3.weight": (d_ff, d)}
 
 
-CASES = [  # name, config, B, n, mask ("causal", "padded": causal and padding (B, 1, n, n), None), dtype
-    ("causal mask, 2 heads, float32", Config(8, 2, 12), 2, 5, "causal", torch.float32),
-    ("no mask, 3 heads of 4, eps=0.1, base=100", Config(12, 3, 6, 0.1, 100.0), 2, 4, None, torch.float64),
-    ("causal and padding mask (B, 1, n, n), 4 heads of 2", Config(8, 4, 10), 2, 6, "padded", torch.float64),
-    ("one token, causal", Config(4, 2, 6), 3, 1, "causal", torch.float64),
+def block_case(name: str, seed: int, cfg: Config, B: int, n: int, mask: str | None, dtype=torch.float64, *,
+               kind: str) -> Case:
+    """A case: the block's config, x (B, n, d_model) and its mask ("causal"; "padded": causal and
+    padding (B, 1, n, n); None)."""
+    return Case(name, seed, {"config": cfg, "B": B, "n": n, "mask": mask}, dtype, kind=kind)
+
+
+CASES = [
+    block_case("causal mask, 2 heads, float32", 0, Config(8, 2, 12), 2, 5, "causal", torch.float32,
+               kind="causal mask"),
+    block_case("no mask, 3 heads of 4, eps=0.1, base=100", 1, Config(12, 3, 6, 0.1, 100.0), 2, 4, None,
+               kind="no mask, another eps"),
+    block_case("causal and padding mask (B, 1, n, n), 4 heads of 2", 2, Config(8, 4, 10), 2, 6, "padded",
+               kind="causal and padding mask"),
+    block_case("one token, causal", 3, Config(4, 2, 6), 3, 1, "causal", kind="one token"),
+    block_case("causal and padding mask, 2 heads of 4, base=500", 4, Config(8, 2, 12, None, 500.0), 2, 5,
+               "padded", kind="causal and padding mask, another base"),
 ]
-
-
-def seeded_values(cfg: Config, seed: int, dtype, device="cpu") -> dict[str, torch.Tensor]:
-    """Seeded values for every parameter (norm weights around 1)."""
-    g = generator(seed + 7331)
-    return {name: randn(shape, g, dtype, device, 0.5) + (1 if name.startswith("norm") else 0)
-            for name, shape in cfg.shapes().items()}
 
 
 def make_mask(kind: str | None, B: int, n: int, device="cpu") -> torch.Tensor | None:
@@ -99,6 +105,16 @@ def make_mask(kind: str | None, B: int, n: int, device="cpu") -> torch.Tensor | 
     real = torch.ones(B, n, dtype=torch.bool, device=device)
     real[0, n - 2:] = False
     return causal & real[:, None, None, :]  # (B, 1, n, n)
+
+
+def inputs(case: Case, device):
+    """Seeded x (B, n, d_model), a leaf, the mask and the parameters' values (norm weights around 1)."""
+    cfg, B, n = case.params["config"], case.params["B"], case.params["n"]
+    x = randn((B, n, cfg.d_model), generator(case.seed), case.dtype, device).requires_grad_()
+    g = generator(case.seed + 7331)
+    values = {name: randn(shape, g, case.dtype, device, 0.5) + (1 if name.startswith("norm") else 0)
+              for name, shape in cfg.shapes().items()}
+    return x, make_mask(case.params["mask"], B, n, device), values
 
 
 def _turned(t: torch.Tensor, base: float) -> torch.Tensor:
@@ -146,75 +162,47 @@ def reference_block(p: dict[str, torch.Tensor], x, mask, cfg: Config, *, rotary=
     return x + ffn(norm(x, 2))  # (B, n, d)
 
 
-def outputs(forward, x, leaves: dict[str, torch.Tensor], seed: int):
-    """``forward(x)`` on a fresh x, with the gradients of x and of every parameter."""
-    x = x.detach().clone().requires_grad_()
-    return with_gradients(lambda: (forward(x),), ("output",), {"x": x, **leaves}, seed)
+def outputs(case: Case, device, **switch):
+    """The reference's output and the gradients of x and every parameter on a case (``switch``: a
+    known mistake's, as reference_block takes it)."""
+    x, mask, values = inputs(case, device)
+    p = {k: v.requires_grad_() for k, v in values.items()}
+    cfg = case.params["config"]
+    return with_gradients(lambda: (reference_block(p, x, mask, cfg, **switch),), ("output",), {"x": x, **p},
+                          case.seed)
 
 
-def case_inputs(cfg: Config, B: int, n: int, mask: str | None, dtype, seed: int, device="cpu"):
-    """Seeded x (B, n, d_model), the mask and the parameters' values."""
-    x = randn((B, n, cfg.d_model), generator(seed), dtype, device)
-    return x, make_mask(mask, B, n, device), seeded_values(cfg, seed, dtype, device)
+class LlamaBlockModule(Exercise):
+    name = "LlamaBlock"
+    reference_name = AGAINST
+    mistakes = {m: partial(outputs, **switch) for m, switch in SWITCHES.items()}
+    visible_cases = CASES
 
+    def run(self, impl, case, device):
+        cfg = case.params["config"]
+        block = self.build(impl, case, *cfg.args(), **cfg.kwargs())
+        x, mask, values = inputs(case, device)
+        params = load_parameters(block.to(device), values, self.name, HOW)
 
-def reference_outputs(cfg: Config, x, mask, values, seed: int, **switch):
-    leaves = {k: v.detach().clone().requires_grad_() for k, v in values.items()}
-    return outputs(lambda t: reference_block(leaves, t, mask, cfg, **switch), x, leaves, seed)
+        def call():
+            out = expect_tensor(self.call(case, block, x, mask), "LlamaBlock.forward", case)
+            expect_shape(out, x.shape, "LlamaBlock.forward", case)
+            return (out,)
 
+        return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
 
-def variants(cfg: Config, x, mask, values, seed: int) -> dict:
-    return {m: functools.partial(reference_outputs, cfg, x, mask, values, seed, **s)
-            for m, s in SWITCHES.items()}
+    def reference(self, case, device):
+        return outputs(case, device)
 
-
-def expect_layout(block, cfg: Config) -> None:
-    """The contract's parameters by name and shape, and nothing else."""
-    if not isinstance(block, nn.Module):
-        raise CheckFailure(f"LlamaBlock(...) should create an nn.Module, not a {type(block).__name__}.")
-    have, want = dict(block.named_parameters()), cfg.shapes()
-    missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
-    if missing or extra:
-        detail = "; ".join(part for part in (f"missing {', '.join(missing)}" if missing else "",
-                                             f"unexpected {', '.join(extra)}" if extra else "") if part)
-        raise CheckFailure(f"LlamaBlock has the wrong parameters ({detail}). {HOW}")
-    for name, shape in want.items():
-        if tuple(have[name].shape) != shape:
-            raise CheckFailure(f"LlamaBlock: parameter {name} has shape {tuple(have[name].shape)}, expected "
-                               f"{shape}. {HOW}")
-
-
-def build(LlamaBlock, cfg: Config, call=call_learner):
-    text = ", ".join([*map(str, cfg.args()), *(f"{k}={v}" for k, v in cfg.kwargs().items())])
-    block = call("LlamaBlock", f"LlamaBlock({text})", LlamaBlock, *cfg.args(), **cfg.kwargs())
-    expect_layout(block, cfg)
-    return block
-
-
-def learner_outputs(block, x, mask, values, where: str, seed: int, call=call_learner):
-    """The learner's block holding ``values``: output and gradients; ``call`` runs learner code."""
-    params = dict(block.named_parameters())
-    with torch.no_grad():
-        for name, value in values.items():
-            params[name].copy_(value)
-    block.zero_grad()
-
-    def forward(t):
-        out = expect_tensor(call("LlamaBlock.forward", where, block, t, mask), "LlamaBlock.forward", where)
-        expect_shape(out, t.shape, "LlamaBlock.forward", where)
-        return out
-    return outputs(forward, x, {name: params[name] for name in values}, seed)
+    def extra_checks(self, impl, device):
+        probe = self.call("LlamaBlock(8, 2, 6)", impl, 8, 2, 6)
+        x, mask = torch.ones(2, 3, 8), torch.ones(3, 3, dtype=torch.bool).tril()  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: probe(x, mask))
 
 
 @visible_check
 def check_LlamaBlock(LlamaBlock) -> None:
     """Layout, then output and gradients against PyTorch's primitives with the same weights."""
-    for seed, (case, cfg, B, n, mask, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        block = build(LlamaBlock, cfg).to(dtype)
-        x, mask_, values = case_inputs(cfg, B, n, mask, dtype, seed)
-        got = learner_outputs(block, x, mask_, values, where, seed)
-        compare_outputs(got, reference_outputs(cfg, x, mask_, values, seed), "LlamaBlock", where,
-                        against=AGAINST, variants=variants(cfg, x, mask_, values, seed))
+    LlamaBlockModule().run_cases(LlamaBlock)
     passed("LlamaBlock is pre-norm with RMSNorm, turns q and k (not v) of every head by its position, "
            "attends with the mask and ends with SwiGLU; outputs and gradients match.")

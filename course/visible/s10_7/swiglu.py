@@ -1,20 +1,23 @@
-"""Visible check of ``SwiGLU(d_model, d_ff)``, Llama's feed-forward network, and its known mistakes.
+"""``SwiGLU(d_model, d_ff)``, Llama's feed-forward network: the exercise (inputs, reference, known
+mistakes, visible cases) and its visible check.
 
-The reference is ``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)`` with the weights
-copied from the learner's module.
+The reference is ``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)`` with the case's seeded
+weights copied into the learner's module.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from course.checking import (
+    Case,
     CheckFailure,
+    Exercise,
     Mistake,
-    call_learner,
-    compare_outputs,
+    check_unplaced_tensors,
     expect_linear_layers,
     expect_tensor,
     generator,
@@ -23,6 +26,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.modules import load_parameters
 
 HOW = ("Create, in this order: w1 = nn.Linear(d_model, d_ff, bias=False) (the gate), w2 = nn.Linear(d_ff, "
        "d_model, bias=False) (down), w3 = nn.Linear(d_model, d_ff, bias=False) (up).")
@@ -39,12 +43,19 @@ NO_GATE = Mistake("no_gate", "no gating: w2(silu(w1(x))), the up projection w3 u
                   "Multiply the gate by the up projection: " + FORMULA)
 ACTIVATIONS = {GATE_ON_UP: "swapped", SIGMOID_GATE: torch.sigmoid, GELU_GATE: F.gelu, RELU_GATE: F.relu,
                SILU_OF_PRODUCT: "product", NO_GATE: "no gate"}
-
 AGAINST = "w2(F.silu(w1(x)) * w3(x)) with the same weights"
-CASES = [  # name, d_model, d_ff, shape of x's leading dims, dtype
-    ("x (2, 3, 6), d_ff 10, float32", 6, 10, (2, 3), torch.float32),
-    ("x (2, 2, 3, 4), d_ff 7, float64", 4, 7, (2, 2, 3), torch.float64),
-    ("2-D x (5, 6), d_ff 4, float64", 6, 4, (5,), torch.float64),
+
+
+def dims(d_model: int, d_ff: int, lead: tuple[int, ...]) -> dict:
+    """A case: x (*lead, d_model) and the hidden width d_ff."""
+    return {"dims": (d_model, d_ff, lead)}
+
+
+CASES = [
+    Case("x (2, 3, 6), d_ff 10, float32", 0, dims(6, 10, (2, 3)), torch.float32, kind="3-D x"),
+    Case("x (2, 2, 3, 4), d_ff 7, float64", 1, dims(4, 7, (2, 2, 3)), kind="4-D x"),
+    Case("2-D x (5, 6), d_ff 4, float64", 2, dims(6, 4, (5,)), kind="2-D x"),
+    Case("d_model 1: x (2, 3, 1), d_ff 5, float64", 3, dims(1, 5, (2, 3)), kind="d_model 1"),
 ]
 
 
@@ -54,8 +65,6 @@ def shapes(d_model: int, d_ff: int) -> dict[str, tuple]:
 
 def expect_layout(module, d_model: int, d_ff: int) -> None:
     """Three bias-free nn.Linear layers w1, w2, w3, created in that order, and no other parameter."""
-    if not isinstance(module, nn.Module):
-        raise CheckFailure(f"SwiGLU(...) should create an nn.Module, not a {type(module).__name__}.")
     expect_linear_layers(module, "SwiGLU", shapes(d_model, d_ff), HOW, bias=False)
     order = [name for name in module._modules if name in ("w1", "w2", "w3")]
     if order != ["w1", "w2", "w3"]:
@@ -63,10 +72,13 @@ def expect_layout(module, d_model: int, d_ff: int) -> None:
                            f"contract's order (so that a seed gives everyone the same weights). {HOW}")
 
 
-def seeded_weights(d_model: int, d_ff: int, seed: int, dtype, device="cpu") -> dict[str, torch.Tensor]:
-    g = generator(seed + 613)
-    return {f"{name}.weight": randn(shape, g, dtype, device, 0.5)
-            for name, shape in shapes(d_model, d_ff).items()}
+def inputs(case: Case, device) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Seeded x (*lead, d_model), a leaf, and the weights by the contract's names."""
+    d_model, d_ff, lead = case.params["dims"]
+    x = randn((*lead, d_model), generator(case.seed), case.dtype, device).requires_grad_()
+    g = generator(case.seed + 613)
+    return x, {f"{name}.weight": randn(shape, g, case.dtype, device, 0.5)
+               for name, shape in shapes(d_model, d_ff).items()}
 
 
 def swiglu(x, p: dict[str, torch.Tensor], gate=F.silu) -> torch.Tensor:
@@ -77,56 +89,42 @@ def swiglu(x, p: dict[str, torch.Tensor], gate=F.silu) -> torch.Tensor:
     return F.linear(hidden, p["w2.weight"])  # (..., d_model)
 
 
-def outputs(forward, x, leaves: dict[str, torch.Tensor], seed: int):
-    """``forward(x)`` on a fresh x, with the gradients of x and of ``leaves``."""
-    x = x.detach().clone().requires_grad_()
-    return with_gradients(lambda: (forward(x),), ("output",), {"x": x, **leaves}, seed)
+def outputs(case: Case, device, gate=F.silu):
+    """The reference's output and gradients on a case (``gate``: a known mistake's)."""
+    x, p = inputs(case, device)
+    p = {k: v.requires_grad_() for k, v in p.items()}
+    return with_gradients(lambda: (swiglu(x, p, gate),), ("output",), {"x": x, **p}, case.seed)
 
 
-def reference_outputs(x, weights, seed: int, gate=F.silu):
-    leaves = {k: v.detach().clone().requires_grad_() for k, v in weights.items()}
-    return outputs(lambda t: swiglu(t, leaves, gate), x, leaves, seed)
+class SwiGLUModule(Exercise):
+    name = "SwiGLU"
+    reference_name = AGAINST
+    mistakes = {m: partial(outputs, gate=gate) for m, gate in ACTIVATIONS.items()}
+    visible_cases = CASES
 
+    def run(self, impl, case, device):
+        d_model, d_ff, _ = case.params["dims"]
+        module = self.build(impl, case, d_model, d_ff)
+        expect_layout(module, d_model, d_ff)
+        x, p = inputs(case, device)
+        params = load_parameters(module.to(device), p, self.name, HOW)
 
-def load(module: nn.Module, weights: dict[str, torch.Tensor]) -> dict[str, nn.Parameter]:
-    params = dict(module.named_parameters())
-    with torch.no_grad():
-        for name, value in weights.items():
-            params[name].copy_(value)
-    return {name: params[name] for name in weights}
+        def call():
+            return (expect_tensor(self.call(case, module, x), "SwiGLU.forward", case),)
 
+        return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
 
-def case_inputs(d_model, d_ff, lead, dtype, seed, device="cpu"):
-    """Seeded x (*lead, d_model) and weights."""
-    x = randn((*lead, d_model), generator(seed), dtype, device)
-    return x, seeded_weights(d_model, d_ff, seed, dtype, device)
+    def reference(self, case, device):
+        return outputs(case, device)
 
-
-def variants(x, weights, seed: int) -> dict:
-    return {m: (lambda gate=gate: reference_outputs(x, weights, seed, gate))
-            for m, gate in ACTIVATIONS.items()}
-
-
-def learner_outputs(module, x, weights, where: str, seed: int, call=call_learner):
-    """The learner's module holding ``weights``: output and gradients; ``call`` runs learner code."""
-    params = load(module, weights)
-    module.zero_grad()
-
-    def forward(t):
-        return expect_tensor(call("SwiGLU.forward", where, module, t), "SwiGLU.forward", where)
-    return outputs(forward, x, params, seed)
+    def extra_checks(self, impl, device):
+        probe, x = self.call("SwiGLU(4, 6)", impl, 4, 6), torch.ones(2, 3, 4)  # made outside the probe
+        check_unplaced_tensors(self.name, lambda: probe(x))
 
 
 @visible_check
 def check_SwiGLU(SwiGLU) -> None:
     """Layout, then output and gradients against w2(silu(w1 x) * w3 x) with the same weights."""
-    for seed, (case, d_model, d_ff, lead, dtype) in enumerate(CASES):
-        where = f"case '{case}'"
-        module = call_learner("SwiGLU", f"SwiGLU({d_model}, {d_ff})", SwiGLU, d_model, d_ff)
-        expect_layout(module, d_model, d_ff)
-        x, weights = case_inputs(d_model, d_ff, lead, dtype, seed)
-        got = learner_outputs(module.to(dtype), x, weights, where, seed)
-        compare_outputs(got, reference_outputs(x, weights, seed), "SwiGLU", where,
-                        against=AGAINST, variants=variants(x, weights, seed))
+    SwiGLUModule().run_cases(SwiGLU)
     passed("SwiGLU gates w3(x) with SiLU of w1(x) and projects back with w2, on 2-D to 4-D inputs, gradients "
            "too.")
