@@ -20,8 +20,10 @@ from course.checking.modules import load_parameters
 from course.visible import s10_7 as visible_10_7
 from course.visible.s10_7 import gpt, llama_block, swiglu
 from course.visible.s10_7 import lm_loss as loss_check
+from course.visible.s10_7.rms_norm import EPS_OUTSIDE, FLOAT32_INSIDE, RMSNormModule
 from grader.checks import s10_7
 from samples import load_solution_namespace
+from tests.answers.s10_7.rms_norm import EpsOutside, Float32Inside
 
 
 @pytest.fixture(scope="module")
@@ -171,3 +173,17 @@ def test_nothing_shipped_earns_credit(solution_10_7):
                 earning.append(f"{name} as {exercise}")
     assert not earning, f"shipped code earns credit: {earning}"
     assert tried > 50  # the test hands in something
+
+
+def test_rounding_is_not_named_a_mistake():
+    """Is RMSNorm computed in float32 inside (rounding of about 1e-7) never told "eps outside the sqrt"
+    (which differs from the reference by about 5e-7 with the default eps), on either side, in any case,
+    and eps outside the sqrt never told "float32 inside"?"""
+    cpu = torch.device("cpu")
+    for exercise in (RMSNormModule(), s10_7.EXERCISES["RMSNorm"]):
+        for case in exercise.cases():
+            for bug, other in ((Float32Inside, EPS_OUTSIDE), (EpsOutside, FLOAT32_INSIDE)):
+                try:
+                    exercise.evaluate(case, exercise.run(bug, case, cpu), cpu)
+                except CheckFailure as failure:
+                    assert failure.mistake is not other, (case.name, bug.__name__)

@@ -9,6 +9,7 @@ pairs each mistake with a function that computes its outputs there (:data:`Varia
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -42,7 +43,8 @@ def diagnose(got, key: str | None, variants: Variants, rtol: float, atol: float,
     ``key`` and every other output it has, gradients aside: ``K = X @ W_q`` matches "W_q and
     W_k swapped" only if ``Q = X @ W_k`` too. A variant that cannot run on the case says nothing,
     and so does one whose outputs are the ``reference``'s on this case (the mask inverted on a
-    case without a mask): code that differs from the reference is never that mistake there.
+    case without a mask): code that differs from the reference is never that mistake there,
+    nor is code nearer the reference than the variant (rounding, not the mistake).
     """
     atol = max(atol, 1e-6)
     for mistake, run in variants.items():
@@ -52,9 +54,28 @@ def diagnose(got, key: str | None, variants: Variants, rtol: float, atol: float,
             continue
         if reference is not None and _same(variant, reference, rtol, atol):
             continue
-        if _matches(got, variant, key, rtol, atol):
+        if _matches(got, variant, key, rtol, atol) and _nearer(got, variant, reference, key):
             return mistake
     return None
+
+
+def _nearer(got, variant, reference, key: str | None) -> bool:
+    """Is ``got`` nearer the variant than the reference (output ``key``)? Rounding that fails the
+    reference's tolerance is not a mistake that differs from it by less than that rounding."""
+    if reference is None:
+        return True
+    pick = (lambda outputs: outputs) if key is None else (lambda outputs: outputs[key])
+    try:
+        mine, theirs, right = (pick(o).detach().double().cpu() for o in (got, variant, reference))
+        return bool(_distance(mine, theirs) < _distance(mine, right))
+    except (KeyError, RuntimeError, TypeError, AttributeError):
+        return True
+
+
+def _distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The largest |a - b|: equal entries (infinities, NaN with NaN) 0 apart, NaN with a number infinitely."""
+    gap = torch.where((a == b) | (a.isnan() & b.isnan()), torch.zeros_like(a), (a - b).abs())
+    return gap.nan_to_num(nan=math.inf).max() if gap.numel() else torch.zeros(())
 
 
 def _same(variant, reference, rtol: float, atol: float) -> bool:
