@@ -24,7 +24,7 @@ from grader.checks.guarded_calls import (
     Case,
     CheckFailure,
     ForbiddenCall,
-    call_learner,
+    call_guarded,
     detach_outputs,
     exact_matmul,
     grading_device,
@@ -41,7 +41,7 @@ class Exercise(checking.Exercise):
 
     def call(self, case: Case, function, *args, **kwargs):
         """Call learner code under the tripwires: a call to the reference is a ForbiddenCall."""
-        return call_learner(self.name, self.forbidden, case, function, *args, **kwargs)
+        return call_guarded(self.name, self.forbidden, case, function, *args, **kwargs)
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""
@@ -128,7 +128,7 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
 
 def build_module(exercise: str, forbidden: Forbidden, case: Case, cls, *args, **kwargs):
     """Instantiate the learner's class; its errors become CheckFailures."""
-    module = call_learner(exercise, forbidden, case, cls, *args, **kwargs)
+    module = call_guarded(exercise, forbidden, case, cls, *args, **kwargs)
     if not isinstance(module, torch.nn.Module):
         raise CheckFailure(f"{exercise}(...) should create an nn.Module, got {type(module).__name__}.")
     return module.to(dtype=case.dtype)

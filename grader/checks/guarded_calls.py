@@ -1,6 +1,6 @@
 """Calling learner code the way grading does: under the tripwires, on the grading device.
 
-:func:`call_learner` runs learner code while the references it is graded against are
+:func:`call_guarded` runs learner code while the references it is graded against are
 watched (a call to one is a :class:`ForbiddenCall`); :func:`grading_device` and
 :func:`exact_matmul` say where and how the cases run; :func:`detach_outputs` makes the
 plain tensors a record saves. The case-running engine is :mod:`grader.checks.exercise`.
@@ -62,7 +62,7 @@ def shipped_call_message(exercise: str, hits: set[str]) -> str:
             "which holds the reference it is graded against. Write it yourself.")
 
 
-def call_learner(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
+def call_guarded(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
     """Call learner code under the tripwires; its exceptions become CheckFailures (the
     toolkit's :func:`course.checking.call_learner`), a call to the reference (PyTorch's, or
     the shipped checking code's) ForbiddenCall."""

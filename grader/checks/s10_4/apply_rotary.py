@@ -12,18 +12,9 @@ import torch
 
 from course.checking import angle_tolerance, close, compare_outputs
 from course.visible.s10_4.apply_rotary import (
-    ADDED,
-    BASE_IGNORED,
-    CLOCKWISE,
-    EXPONENT_4I,
-    EXPONENT_I,
-    FROM_ONE,
-    HALVES,
-    INVERTED,
     LENGTH,
     OFFSET,
-    POSITIONS_IGNORED,
-    SWAPPED,
+    SWITCHES,
     ApplyRotary,
     rotary_case,
 )
@@ -34,11 +25,6 @@ from grader.checks.shared_references import F64
 FORMULA = "pair (x[..., 2i], x[..., 2i+1]) turned counter-clockwise by p * base^(-2i/d)"
 AGAINST = {"output": FORMULA, "rotated q": FORMULA, "grad x": "the gradient of the rotation",
            "scores": "the scores of the rotated query and key"}
-#: Each mistake as switches of :func:`rotary`, or of the positions and base it is given.
-SWITCHES = {HALVES: {"halves": True}, CLOCKWISE: {"direction": -1.0}, EXPONENT_I: {"exponent": "i/d"},
-            EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, FROM_ONE: {"start": 1},
-            POSITIONS_IGNORED: {"ignore_positions": True}, BASE_IGNORED: {"base": 10000.0},
-            SWAPPED: {"swap": True}, ADDED: {"added": True}}
 CASES = [  # "offset": the score property
     rotary_case("offset: one query and one key at positions 0 .. 11", 768, (12, 8), "2-D", offset=True),
     rotary_case("2-D x (n=5, d=8)", 760, (5, 8), "2-D"),
@@ -55,7 +41,7 @@ CASES = [  # "offset": the score property
 
 
 def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: bool = False,
-           direction: float = 1.0, exponent: str = "2i/d", inverted: bool = False,
+           direction: float = 1.0, exponent: float = 2.0, inverted: bool = False,
            swap: bool = False, added: bool = False) -> torch.Tensor:
     """Rotary embedding of float64 ``x`` (..., n, d) at float64 ``positions`` (n,), float64.
 
@@ -66,7 +52,7 @@ def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: boo
     """
     d = x.shape[-1]
     pair = torch.arange(d // 2, dtype=F64, device=x.device)
-    power = {"2i/d": 2 * pair / d, "i/d": pair / d, "4i/d": 4 * pair / d}[exponent]
+    power = exponent * pair / d  # 2i/d, or a known mistake's i/d or 4i/d
     omega = torch.pow(torch.full_like(power, base), power if inverted else -power)
     angle = positions.to(F64)[:, None] * omega  # (n, d / 2)
     if added:
@@ -117,7 +103,7 @@ def _pair_lengths(t: torch.Tensor) -> torch.Tensor:
     return t[..., 0::2] ** 2 + t[..., 1::2] ** 2
 
 
-def _property_hint(case: Case, got: Outputs, device) -> str | None:
+def _broken_property(case: Case, got: Outputs, device) -> str | None:
     """A property the learner's outputs break, when no known mistake matches."""
     got = {k: v.detach().to(device, F64) for k, v in got.items()}
     if not all(torch.isfinite(v).all() for v in got.values()):
@@ -156,4 +142,4 @@ class GradedApplyRotary(ApplyRotary, Exercise):
         atol = angle_tolerance(max(positions)) * scale * (4 if "offset" in case.params else 1)
         compare_outputs(got, expected, self.name, str(case), atol=atol, against=AGAINST,
                         variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
-                        hint=lambda key, have: _property_hint(case, {**got, key: have}, device))
+                        hint=lambda key, have: _broken_property(case, {**got, key: have}, device))
