@@ -376,9 +376,9 @@ def test_the_check_finds_a_planted_later_import(tmp_path):
     """Would 10.6's checks importing 10.8's be caught (testing the test)?"""
     for side in ("grader/checks", "course/visible"):
         shutil.copytree(ROOT / side, tmp_path / side, ignore=shutil.ignore_patterns("__pycache__"))
-    (tmp_path / "grader/checks/s10_6/planted_probe.py").write_text("from grader.checks.s10_8 import models\n")
+    (tmp_path / "grader/checks/s10_6/planted_probe.py").write_text("from grader.checks.s10_8 import sample\n")
     (tmp_path / "grader/checks/s10_6/deep").mkdir()
-    (tmp_path / "grader/checks/s10_6/deep/probe.py").write_text("from ...s10_8 import models\n")
+    (tmp_path / "grader/checks/s10_6/deep/probe.py").write_text("from ...s10_8 import sample\n")
     found = later_section_imports(tmp_path)
     assert found == ["grader/checks/s10_6/deep/probe.py imports grader.checks.s10_8",
                      "grader/checks/s10_6/planted_probe.py imports grader.checks.s10_8"]

@@ -253,9 +253,9 @@ def teacher_forced(model: StandInTranslator, tgt, memory, src_mask, *, position:
     B, n, n_src = tgt.shape[0], tgt.shape[1], memory.shape[1]
     pe = model.pos_encoding.pe
     rows = {"own": pe[:n], "zero": pe[:1].expand(n, -1), "next": pe[1:n + 1]}[position]
-    seen = torch.ones(n, n, dtype=torch.bool).tril()  # True = may attend: the causal mask ...
+    seen = torch.ones(n, n, dtype=torch.bool, device=tgt.device).tril()  # True = may attend: causal ...
     if self_mask == "own":
-        seen = torch.eye(n, dtype=torch.bool)  # ... or each position itself only
+        seen = torch.eye(n, dtype=torch.bool, device=tgt.device)  # ... or each position itself only
     y = model.tgt_embed(tgt) + rows
     for stand_in in model.decoder_layers:
         heads = stand_in.self_attn.num_heads

@@ -67,8 +67,8 @@ def cached_case(name: str, seed: int, layers: tuple[int, int], short: list[int],
 
 
 CASES = [  # sentences that end at different steps
-    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 15, (2, 2), [0, 2, 1], 6, 1, 8, 10),
-    cached_case("pre-norm, gelu, 1 + 2 blocks, max_len reached", 6, (1, 2), [1, 0], 5, 1, 6, 8,
+    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 81, (2, 2), [0, 2, 1], 6, 1, 9, 10),
+    cached_case("pre-norm, gelu, 1 + 2 blocks, max_len reached", 11, (1, 2), [1, 0], 5, 1, 3, 8,
                 norm_first=True, activation="gelu"),
     cached_case("pad_id=3, bos_id=5, post-norm, 2 + 1 blocks, float32", 39, (2, 1), [2, 0], 6, 5, 6, 9,
                 torch.float32, pad=3),
@@ -151,25 +151,20 @@ def _counting(model: nn.Module):
                "cross": watch(block.get_submodule(name) for block in model.decoder_layers for name in cross)}
 
 
-def _diagnosis(model, tokens, ids, memory, src_mask, eos, max_len) -> Mistake | None:
-    """The known mistake whose greedy choices the learner's ids are."""
-    context = tokens[:, :-1].to(memory.device)
-    for mistake, switch in SWITCHES.items():
-        logits = teacher_forced(model, context, memory, src_mask, **switch)
-        if first_non_greedy(ids, logits, eos) is None and len(ids[0]) == greedy_length(ids, eos, max_len):
-            return mistake
-    return None
-
-
 class GreedyDecodeCached(Exercise):
     name = NAME
     reference_name = "greedy decoding without a cache"
     visible_cases = CASES
 
+    def model(self, case: Case, device) -> tuple[nn.Module, torch.Tensor]:
+        """The case's stand-in and its source (B, n_src), on ``device``."""
+        model, src = stand_in(case)
+        return model.to(device), src.to(device)
+
     def run(self, impl, case, device):
         """The learner's ids on the case's stand-in, and how many positions its layers processed."""
         p = case.params
-        model, src = stand_in(case)
+        model, src = self.model(case, device)
         with torch.no_grad(), _counting(model) as counts:
             tokens = with_how(partial(self.call, case, impl, model, src, p["bos"], p["eos"], p["max_len"]))
             expect_token_ids(tokens, f"{NAME}'s result", src.shape[0], p["bos"], p["max_len"], case)
@@ -184,15 +179,15 @@ class GreedyDecodeCached(Exercise):
     def evaluate(self, case, got, device):
         """Every token the greedy choice of the full decoder (one teacher-forced pass of PyTorch's
         layers), the right length, the encoder run once, one new position per step, cross keys once."""
-        (model, src), p, tokens = stand_in(case), case.params, got["tokens"]
+        (model, src), p = self.model(case, device), case.params
+        tokens = got["tokens"].to(src.device)
         ids, eos = tokens.tolist(), p["eos"]
         with torch.no_grad():
             src_mask = (src != p.get("pad", 0))[:, None, None, :]
             memory = model.encode(src, src_mask)
             logits = teacher_forced(model, tokens[:, :-1], memory, src_mask)  # (B, n - 1, vocab)
             wrong = first_non_greedy(ids, logits, eos)
-            mistake = None if wrong is None else \
-                _diagnosis(model, tokens, ids, memory, src_mask, eos, p["max_len"])
+            mistake = None if wrong is None else self.diagnose(case, model, src, tokens, memory, src_mask)
         if wrong is not None:
             b, t = wrong
             hint = mistake.sentence() if mistake else (
@@ -211,6 +206,16 @@ class GreedyDecodeCached(Exercise):
         message = wrong_counts(*got["counts"].tolist(), len(p["short"]), p["n_src"], case)
         if message:
             raise CheckFailure(message)
+
+    def diagnose(self, case: Case, model, src, tokens, memory, src_mask) -> Mistake | None:
+        """The known mistake whose greedy choices the learner's ids (not greedy decoding's) are."""
+        ids, p = tokens.tolist(), case.params
+        for mistake, switch in SWITCHES.items():
+            logits = teacher_forced(model, tokens[:, :-1], memory, src_mask, **switch)
+            if first_non_greedy(ids, logits, p["eos"]) is None and \
+                    len(ids[0]) == greedy_length(ids, p["eos"], p["max_len"]):
+                return mistake
+        return None
 
     def extra_checks(self, impl, device):
         (model, src), p = stand_in(CASES[0]), CASES[0].params  # made outside the probe

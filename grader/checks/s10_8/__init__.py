@@ -3,8 +3,10 @@ per exercise.
 
 References:
 
-* ``greedy_decode_cached`` and ``beam_search``: greedy decoding and the contract's search on
-  10.6's Transformer built by the check (:mod:`.models`) and on scripted tables.
+* ``greedy_decode_cached``: the full decoder's greedy choices on stand-in Transformers (PyTorch's
+  layers with the notebook's layout), and a cached decoder that names one cache shared by all blocks;
+* ``beam_search``: the contract's search (or an exhaustive one) on scripted tables, random logits
+  and stand-in Transformers.
 * ``next_token_probs`` and ``sample``: the contract's top-k / top-p rule and sampling loop.
 """
 

@@ -1,5 +1,5 @@
 """Hidden check of ``beam_search``: the contract's search (or an exhaustive one) on scripted tables,
-seeded random logits and the notebook's Transformer built by the check.
+seeded random logits and stand-in Transformers.
 
 The search lives here, not in the shipped visible check (which holds snapshots of its results,
 :data:`course.visible.s10_8.beam_search.EXPECTED`, made by :func:`snapshot`): nothing a learner
@@ -26,7 +26,6 @@ from course.visible.s10_8.beam_search import (
     beam_outputs,
 )
 from grader.checks.exercise import Exercise, registered
-from grader.checks.s10_8.models import decoding_model, decoding_source, source_mask
 
 SWITCHES = {  # each known mistake, as the switches of reference_beam that reproduce it
     FINISHED_COMPETE: {"finished_compete": True},  # finished hypotheses stay in the beam and take slots
@@ -36,6 +35,10 @@ SWITCHES = {  # each known mistake, as the switches of reference_beam that repro
     RAW_LOGITS: {"raw_logits": True},  # scores summed from raw logits instead of log-softmax
     GREEDY: {"width": 1},  # beam_size ignored
 }
+
+
+def source_mask(src: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return (src != pad_id)[:, None, None, :]  # (B, 1, 1, n_src): padding_mask, which grading alone holds
 
 
 def reference_beam(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int, beam_size: int, *,
@@ -119,23 +122,15 @@ BEAM_CASES = [
     beam_case("<eos> unlikely: max_len reached", 785, "max_len reached", 5, 3, vocab=5, damp={2: -6.0}),
     beam_case("bos_id=4, eos_id=3, beam_size=4", 786, "bos_id and eos_id not 1 and 2", 6, 4, bos=4, eos=3,
               vocab=8),
-    beam_case("a Transformer of the notebook's layout, beam_size=3", 787, "a Transformer, a padded source",
-              8, 3, eos=6, model="transformer", layers=(2, 2), short=[1], n_src=6, confident=True),
+    beam_case("a stand-in Transformer (post-norm, 2 + 2 blocks), a source with 1 pad, beam_size=3", 910,
+              "a Transformer, a padded source", 8, 3, eos=9, layers=(2, 2), short=[1], n_src=6),
 ]
-
-
-def case_model(case, device) -> tuple[nn.Module, torch.Tensor]:
-    """The case's model and its one-sentence source (1, n_src): the notebook's Transformer built by
-    the check, or the visible check's models."""
-    if case.params.get("model") == "transformer":
-        return decoding_model(case, device), decoding_source(case, device)
-    return beam_model(case, device)
 
 
 def search(case, device, **switch) -> tuple[list[int], float]:
     """The case's best hypothesis (``switch``: with one known mistake)."""
     p = case.params
-    model, src = case_model(case, device)
+    model, src = beam_model(case, device)
     if p.get("exhaustive") and not switch:
         return exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
     return reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"], **switch)
@@ -147,7 +142,7 @@ def snapshot() -> dict:
     out, cpu = {}, torch.device("cpu")
     for case in BeamSearch.visible_cases:
         ids, score = search(case, cpu)
-        raw = raw_score(*case_model(case, cpu), ids)
+        raw = raw_score(*beam_model(case, cpu), ids)
         entry = {"reference": {"ids": ids, "score": _rounded(score), "raw": _rounded(raw)}}
         for mistake, switch in SWITCHES.items():
             wrong_ids, wrong = search(case, cpu, **switch)
@@ -169,9 +164,6 @@ class GradedBeamSearch(BeamSearch, Exercise):
     def cases(self):
         return BEAM_CASES
 
-    def model(self, case, device):
-        return case_model(case, device)
-
     def reference(self, case, device):
         ids, score = search(case, device)
-        return beam_outputs(ids, score, raw=raw_score(*case_model(case, device), ids))
+        return beam_outputs(ids, score, raw=raw_score(*beam_model(case, device), ids))

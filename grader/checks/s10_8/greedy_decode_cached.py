@@ -1,31 +1,15 @@
-"""Hidden check of ``greedy_decode_cached``: the ids of greedy decoding without a cache on the
-notebook's Transformer (built by the check, :mod:`.models`), the encoder run once, one new
-position per step through the decoder layers, the cross-attention keys computed once."""
+"""Hidden check of ``greedy_decode_cached`` (defined in its visible module): its kinds again on
+other stand-ins, and grading's own diagnosis of one cache shared by all decoder blocks, which takes
+a cached decoder (:func:`cached_greedy`) that only grading holds."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from course.checking.standins import expect_token_ids
 from course.visible.s10_6.greedy_decode import until_eos
-from course.visible.s10_8.greedy_decode_cached import (
-    ALWAYS_POST,
-    NO_DECODER_NORM,
-    NO_MEMORY_MASK,
-    NO_SELF_CACHE,
-    POSITION_NEXT,
-    POSITION_ZERO,
-    SHARED_CACHE,
-    GreedyDecodeCached,
-    cached_case,
-    with_how,
-    wrong_counts,
-    wrong_length,
-)
+from course.visible.s10_8.greedy_decode_cached import SHARED_CACHE, GreedyDecodeCached, cached_case
 from grader.checks.exercise import Exercise, registered
-from grader.checks.guarded_calls import Case, CheckFailure, Outputs
-from grader.checks.s10_8.models import decoding_model, decoding_source, reference_greedy, source_mask
 from grader.checks.shared_references import attention_weights
 
 
@@ -63,7 +47,7 @@ def cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_l
 def _cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_len: int,
                    **switch) -> torch.Tensor:
     s = {**CACHE_SWITCHES, **switch}
-    src_mask = source_mask(src, model.pad_id)
+    src_mask = (src != model.pad_id)[:, None, None, :]  # (B, 1, 1, n_src)
     memory = model.encode(src, src_mask)
     blocks = list(model.decoder_layers)
     cross = [(_split(b.cross_attn.w_k, memory, b.cross_attn.num_heads),
@@ -101,139 +85,31 @@ def _cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_
     return ys
 
 
-class LayerCounter:
-    """Forward hooks on a model's layers: positions per call, cross-attention projections,
-    encoder runs. One position of one sentence is one row of a layer's input."""
-
-    def __init__(self, model: nn.Module):
-        self.model = model
-        self.most_rows = 0  # the most rows one call of a decoder layer processed
-        self.cross_rows: dict[str, int] = {}  # rows through each block's cross w_k and w_v
-        self.encoder_calls: dict[int, int] = {}
-        self.handles: list = []
-
-    def __enter__(self) -> LayerCounter:
-        for i, block in enumerate(self.model.decoder_layers):
-            for name, module in block.named_modules():
-                if name in ("cross_attn.w_k", "cross_attn.w_v"):
-                    self._hook(module, self._cross(f"{i}.{name}"))
-                elif isinstance(module, (nn.Linear, nn.LayerNorm)):
-                    self._hook(module, self._rows)
-        for i, block in enumerate(self.model.encoder_layers):
-            self._hook(block, self._encoder(i))
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-    def _hook(self, module: nn.Module, fn) -> None:
-        self.handles.append(module.register_forward_hook(fn))
-
-    @staticmethod
-    def _count(inputs) -> int:
-        x = inputs[0]
-        return x.numel() // x.shape[-1] if x.dim() else 1
-
-    def _rows(self, module, inputs, output) -> None:
-        self.most_rows = max(self.most_rows, self._count(inputs))
-
-    def _cross(self, name: str):
-        def hook(module, inputs, output):
-            self.cross_rows[name] = self.cross_rows.get(name, 0) + self._count(inputs)
-        return hook
-
-    def _encoder(self, i: int):
-        def hook(module, inputs, output):
-            self.encoder_calls[i] = self.encoder_calls.get(i, 0) + 1
-        return hook
-
-    def outputs(self) -> Outputs:
-        return {"most positions in one call": torch.tensor(float(self.most_rows), dtype=torch.float64),
-                "cross-attention rows": torch.tensor(float(max(self.cross_rows.values(), default=0)),
-                                                     dtype=torch.float64),
-                "encoder runs": torch.tensor(float(max(self.encoder_calls.values(), default=0)),
-                                             dtype=torch.float64)}
-
-
-# B sentences (short[b] pads at the end of row b), n_src, bos, eos, max_len; every dimension
-# of the model is MODEL_DIMS'. eos ids are chosen so that the sentences end at different steps.
-CACHED_CASES = [
-    cached_case("post-norm, 1 + 1 blocks, one sentence", 772, (1, 1), [0], 5, 1, 6, 8),
-    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 801, (2, 2), [0, 2, 1], 6, 1, 3, 10,
-                confident=True),
-    cached_case("pre-norm, 2 + 2 blocks, 4 sentences with padding", 796, (2, 2), [1, 0, 3, 2], 6, 1, 6, 10,
-                norm_first=True, confident=True),
-    cached_case("pre-norm, GELU, 1 + 2 blocks, max_len reached", 773, (1, 2), [0, 2], 5, 1, 9, 7,
-                norm_first=True, activation="gelu", confident=True),
-    cached_case("pad_id=3, bos_id=5, 2 + 1 blocks", 822, (2, 1), [2, 0, 1], 6, 5, 9, 9, pad=3,
-                confident=True),
-    cached_case("float32, post-norm, 2 + 2 blocks", 811, (2, 2), [0, 1, 2], 6, 1, 12, 9, torch.float32,
-                confident=True),
+# B sentences (short[b] pads at the end of row b), n_src, bos, eos, max_len: eos ids chosen so that
+# the sentences end at different steps (tests/test_checks_s10_8.py holds it).
+CASES = [
+    cached_case("post-norm, 1 + 1 blocks, one sentence", 801, (1, 1), [0], 5, 1, 6, 8),
+    cached_case("post-norm, 2 + 2 blocks, 3 sentences with padding", 904, (2, 2), [0, 2, 1], 6, 1, 12, 10),
+    cached_case("pre-norm, 2 + 2 blocks, 4 sentences with padding", 814, (2, 2), [1, 0, 3, 2], 6, 1, 4, 10,
+                norm_first=True),
+    cached_case("pre-norm, GELU, 1 + 2 blocks, max_len reached", 800, (1, 2), [0, 2], 5, 1, 8, 7,
+                norm_first=True, activation="gelu"),
+    cached_case("pad_id=3, bos_id=5, 2 + 1 blocks", 820, (2, 1), [2, 0, 1], 6, 5, 9, 9, pad=3),
+    cached_case("float32, post-norm, 2 + 2 blocks", 902, (2, 2), [0, 1, 2], 6, 1, 6, 9, torch.float32),
 ]
-
-
-def _mistake(**switch):
-    def run(case: Case, device) -> Outputs:
-        p = case.params
-        model, src = decoding_model(case, device), decoding_source(case, device)
-        return {"tokens": until_eos(cached_greedy(model, src, p["bos"], p["eos"], p["max_len"], **switch),
-                                    p["eos"])}
-    return run
 
 
 @registered
 class GradedGreedyDecodeCached(GreedyDecodeCached, Exercise):
-    """On the notebook's Transformer built by the check, against greedy decoding without a cache."""
-
-    mistakes = {POSITION_ZERO: _mistake(position="zero"), POSITION_NEXT: _mistake(position="next"),
-                NO_SELF_CACHE: _mistake(self_cache=False), SHARED_CACHE: _mistake(shared_cache=True),
-                NO_MEMORY_MASK: _mistake(memory_mask=False), NO_DECODER_NORM: _mistake(decoder_norm=False),
-                ALWAYS_POST: _mistake(norm_first=False)}
-
-    def __init__(self):
-        self._references: dict[tuple[str, str], torch.Tensor] = {}
-
     def cases(self):
-        return CACHED_CASES
+        return CASES
 
-    def run(self, impl, case, device):
-        p = case.params
-        model, src = decoding_model(case, device), decoding_source(case, device)
-        with LayerCounter(model) as counter:
-            out = with_how(lambda: self.call(case, impl, model, src, p["bos"], p["eos"], p["max_len"]))
-        expect_token_ids(out, f"{self.name}'s result", src.shape[0], p["bos"], p["max_len"], str(case))
-        return {"tokens": until_eos(out, p["eos"]), **counter.outputs()}
-
-    def reference(self, case, device):
-        key = (case.name, str(device))
-        if key not in self._references:
+    def diagnose(self, case, model, src, tokens, memory, src_mask):
+        """The visible side's diagnoses, then one cache shared by all blocks."""
+        mistake = super().diagnose(case, model, src, tokens, memory, src_mask)
+        if mistake is None and len(model.decoder_layers) > 1:
             p = case.params
-            model, src = decoding_model(case, device), decoding_source(case, device)
-            ys, _ = reference_greedy(model, src, p["bos"], p["eos"], p["max_len"])
-            self._references[key] = until_eos(ys, p["eos"])
-        return {"tokens": self._references[key].clone()}
-
-    def evaluate(self, case, got, device):
-        p = case.params
-        have, want = got["tokens"].to("cpu"), self.reference(case, device)["tokens"]
-        if have.shape != want.shape or not torch.equal(have, want):
-            self._wrong_ids(case, have, want, device)
-        message = wrong_counts(int(got["encoder runs"]), int(got["most positions in one call"]),
-                               int(got["cross-attention rows"]), len(p["short"]), p["n_src"], str(case))
-        if message:
-            raise CheckFailure(message)
-
-    def _wrong_ids(self, case: Case, have: torch.Tensor, want: torch.Tensor, device) -> None:
-        m = min(have.shape[1], want.shape[1])
-        wrong = (have[:, :m] != want[:, :m]).nonzero()
-        if len(wrong) == 0:
-            raise CheckFailure(wrong_length(have.shape[1], want.shape[1], case.params["eos"], str(case)))
-        b, i = (int(v) for v in wrong[0])
-        message = (f"{self.name}: token {i} of sentence {b} differs from greedy_decode's in {case}; "
-                   "the cached decoder must give exactly the same ids.")
-        for mistake, run in self.mistakes.items():
-            variant = run(case, device)["tokens"].to("cpu")
-            if variant.shape == have.shape and torch.equal(variant, have):
-                raise CheckFailure(f"{message}\n{mistake.sentence()}", mistake)
-        raise CheckFailure(message)
+            shared = cached_greedy(model, src, p["bos"], p["eos"], p["max_len"], shared_cache=True)
+            if torch.equal(until_eos(shared, p["eos"]), until_eos(tokens, p["eos"])):
+                return SHARED_CACHE
+        return mistake
