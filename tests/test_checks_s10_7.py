@@ -187,3 +187,12 @@ def test_rounding_is_not_named_a_mistake():
                     exercise.evaluate(case, exercise.run(bug, case, cpu), cpu)
                 except CheckFailure as failure:
                     assert failure.mistake is not other, (case.name, bug.__name__)
+
+
+def test_visible_checks_run_on_a_torch_without_rms_norm(solution_10_7, monkeypatch):
+    """Do the RMSNorm and LlamaBlock checks pass the solution on a torch before 2.4 (no nn.RMSNorm,
+    no F.rms_norm), as the notebooks promise torch 2.1 on?"""
+    monkeypatch.delattr(F, "rms_norm")
+    monkeypatch.delattr(nn, "RMSNorm")
+    visible_10_7.check_RMSNorm(solution_10_7["RMSNorm"])
+    visible_10_7.check_LlamaBlock(solution_10_7["LlamaBlock"])

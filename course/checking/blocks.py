@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from course.checking.failure import CheckFailure
@@ -23,6 +24,14 @@ def seed_parameters(module: nn.Module, seed: int) -> None:
     with torch.no_grad():
         for i, p in enumerate(module.parameters()):
             p.copy_(seeded(*p.shape, seed=seed + i, scale=0.5))
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """PyTorch's ``F.rms_norm`` over the last dimension (torch 2.4 on); on an older torch, its formula
+    from primitives, ``x * rsqrt(mean(x**2) + eps) * weight`` (the notebooks run on torch 2.1 on)."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight  # (..., d)
 
 
 def torch_mask(mask: torch.Tensor | None, B: int, h: int, n_q: int, n_k: int) -> torch.Tensor | None:

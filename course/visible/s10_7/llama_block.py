@@ -2,9 +2,10 @@
 known mistakes, visible cases) and its visible check.
 
 The reference is assembled from PyTorch's primitives holding the case's seeded weights:
-``F.rms_norm`` (``nn.RMSNorm``'s function), ``F.linear`` for the projections, the rotary turn of
-10.4 on q and k written from its formula (angles in float64), ``F.scaled_dot_product_attention``
-with the mask, and SwiGLU as ``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)``.
+``F.rms_norm`` (``nn.RMSNorm``'s function; its formula on a torch before 2.4), ``F.linear`` for the
+projections, the rotary turn of 10.4 on q and k written from its formula (angles in float64),
+``F.scaled_dot_product_attention`` with the mask, and SwiGLU as
+``F.linear(F.silu(F.linear(x, w1)) * F.linear(x, w3), w2)``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.blocks import rms_norm
 from course.checking.modules import load_parameters
 from course.visible.s10_7.swiglu import swiglu
 
@@ -135,7 +137,7 @@ def reference_block(p: dict[str, torch.Tensor], x, mask, cfg: Config, *, rotary=
     h, eps, base = cfg.num_heads, eps or cfg.eps or 1e-6, base or cfg.base or 10000.0
 
     def norm(t, i):
-        return F.rms_norm(t, (d,), p[f"norm{i}.weight"], eps)
+        return rms_norm(t, p[f"norm{i}.weight"], eps)
 
     def heads(t):
         return t.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d_k)
