@@ -203,6 +203,21 @@ def scaling_table(scaling: dict) -> list[str]:
     return lines
 
 
+def measured_apart(report: dict, part: str) -> list[str]:
+    """A line saying when and at what load ``part`` was measured, where that was not in the run the
+    report's first line describes (``--only`` later), and its ``note`` if it has one."""
+    machine = report["machine"]
+    p = machine.get("parts", {}).get(part, {})
+    started = dt.datetime.fromisoformat(machine["date"])
+    run_end = started + dt.timedelta(seconds=machine.get("bench_seconds", 0))
+    if not p.get("date") or dt.datetime.fromisoformat(p["date"]) <= run_end:
+        return [p["note"], ""] if p.get("note") else []
+    line = (f"This table is from `python -m bench --only {part}` at {p['date']} (load average "
+            f"{'/'.join(map(str, p.get('load_average_start', [])))} at the start, "
+            f"{'/'.join(map(str, p.get('load_average_end', [])))} at the end), after the run above.")
+    return [line + (f" {p['note']}" if p.get("note") else ""), ""]
+
+
 def markdown(report: dict) -> str:
     """The readable report: the machine, then one table per part measured."""
     out = ["# Benchmarks", "", "Measured by `make bench` (`python -m bench`) in one run: "
@@ -212,12 +227,13 @@ def markdown(report: dict) -> str:
         out += ["**Parts that failed:** " + "; ".join(f"{k}: {e}" for k, e in failed.items()), ""]
     if "notebooks" in report:
         out += ["## Solution notebooks, start to finish (kernel start included, full training)", "",
-                *notebooks_table(report["notebooks"]), ""]
+                *notebooks_table(report["notebooks"]), "", *measured_apart(report, "notebooks")]
     if "checks" in report:
         out += ["## The checks of one notebook (fresh process, solution)", "",
-                *checks_table(report["checks"]), ""]
+                *checks_table(report["checks"]), "", *measured_apart(report, "checks")]
     if "autograde" in report:
-        out += ["## Autograding the same class", "", *autograde_table(report["autograde"]), ""]
+        out += ["## Autograding the same class", "", *autograde_table(report["autograde"]), "",
+                *measured_apart(report, "autograde")]
     if "host" in report:
         part = report["machine"].get("parts", {}).get("host", {})
         out += ["## The host's cost per submission as the class grows", "",

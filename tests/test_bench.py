@@ -261,3 +261,18 @@ def test_a_fresh_process_measures_its_own_peak_memory():
                            cwd=samples.ROOT, check=True)
     assert float(child.stdout) < 400, child.stdout
     del held
+
+
+def test_a_part_measured_after_the_run_says_when():
+    """Does a table re-measured by ``--only`` after the run say when and at what load (and its note),
+    while a part measured within the run says nothing more?"""
+    machine = {"date": "2026-12-01T17:15:00+00:00", "bench_seconds": 400.0,
+               "parts": {"checks": {"date": "2026-12-01T17:18:00+00:00"},
+                         "notebooks": {"date": "2026-12-01T18:00:00+00:00", "note": "Alone.",
+                                       "load_average_start": [0.5, 0.6, 0.7],
+                                       "load_average_end": [0.8, 0.9, 1.0]}}}
+    result = {"machine": machine}
+    assert report.measured_apart(result, "checks") == []
+    line = report.measured_apart(result, "notebooks")[0]
+    assert "`python -m bench --only notebooks` at 2026-12-01T18:00:00+00:00" in line
+    assert "0.5/0.6/0.7 at the start, 0.8/0.9/1.0 at the end" in line and line.endswith("Alone.")
