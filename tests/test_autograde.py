@@ -58,7 +58,7 @@ EXPECTED = {
     "wrong-qkv": (0, 2, "ok", ""),  # the module's check does not depend on the function's
     "infinite-loop": (2, 2, "ok", "timed out"),
     "ignores-interrupt": (2, 2, "error", "fresh kernel"),
-    "os-exit": (2, 2, "error", "exit code 3"),
+    "os-exit": (2, 2, "error", "(In [ ]): the kernel died while running this cell (exit code 3)"),
     "segfault": (2, 0, "error", "SIGSEGV"),
     "kills-grader": (2, 2, "flagged", "sends signals"),  # its own PID namespace: no harm done
     "memory-bomb": (2, 2, "ok", "MemoryError"),

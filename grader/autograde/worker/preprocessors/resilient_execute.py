@@ -77,12 +77,12 @@ class ResilientExecute(Execute):
                     if cell.cell_type == "code" and not utils.is_grade(cell):
                         replay.append(index)
             except DeadKernelError:
-                self._mark(self.nb.cells[index], KERNEL_DIED,
+                self._lost(self.nb.cells[index], KERNEL_DIED,
                            f"the kernel died while running this cell ({self._exit_status()}); "
                            "later cells ran in a fresh kernel")
                 return index + 1
             except CellTimeoutError:
-                self._mark(self.nb.cells[index], KERNEL_UNRESPONSIVE,
+                self._lost(self.nb.cells[index], KERNEL_UNRESPONSIVE,
                            "the kernel stopped answering while running this cell; later cells "
                            "ran in a fresh kernel")
                 return index + 1
@@ -133,6 +133,13 @@ class ResilientExecute(Execute):
     @staticmethod
     def _mark(cell: NotebookNode, ename: str, evalue: str) -> None:
         cell.setdefault("outputs", []).append(error_output(ename, evalue))
+
+    @classmethod
+    def _lost(cls, cell: NotebookNode, ename: str, evalue: str) -> None:
+        """Mark a cell whose kernel died or stopped answering. Whether its execution count arrived
+        before that is a race, so it is dropped: the cell is named by its place, the same every run."""
+        cell["execution_count"] = None
+        cls._mark(cell, ename, evalue)
 
     def output(self, outs, msg, display_id, cell_index):
         """Keep at most ``max_output_chars`` of stream text per cell."""
