@@ -124,11 +124,3 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
                 f"device it fails with '{text.splitlines()[0]}'. Create new tensors with "
                 "device=x.device (or torch.zeros_like(x), x.new_ones(...))."
             ) from None
-
-
-def build_module(exercise: str, forbidden: Forbidden, case: Case, cls, *args, **kwargs):
-    """Instantiate the learner's class; its errors become CheckFailures."""
-    module = call_guarded(exercise, forbidden, case, cls, *args, **kwargs)
-    if not isinstance(module, torch.nn.Module):
-        raise CheckFailure(f"{exercise}(...) should create an nn.Module, got {type(module).__name__}.")
-    return module.to(dtype=case.dtype)

@@ -127,29 +127,39 @@ BEAM_CASES = [
 ]
 
 
-def search(case, device, **switch) -> tuple[list[int], float]:
-    """The case's best hypothesis (``switch``: with one known mistake)."""
+def search(case, model: nn.Module, src: torch.Tensor, **switch) -> tuple[list[int], float]:
+    """The case's best hypothesis on its ``model`` and ``src`` (``switch``: with one known mistake)."""
     p = case.params
-    model, src = beam_model(case, device)
     if p.get("exhaustive") and not switch:
         return exhaustive_search(model, p["bos"], p["eos"], p["max_len"])
     return reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"], **switch)
 
 
+def best(case, model: nn.Module, src: torch.Tensor) -> tuple[list[int], float, float]:
+    """The case's best hypothesis: its ids, its score and its score summed from the raw logits."""
+    ids, score = search(case, model, src)
+    return ids, score, raw_score(model, src, ids)
+
+
 def snapshot() -> dict:
     """The visible cases' best hypotheses (score and raw score to 12 significant digits), and each
     known mistake's where its ids differ: what the visible check ships instead of this module's code."""
-    out, cpu = {}, torch.device("cpu")
+    out = {}
     for case in BeamSearch.visible_cases:
-        ids, score = search(case, cpu)
-        raw = raw_score(*beam_model(case, cpu), ids)
+        model, src = beam_model(case, torch.device("cpu"))
+        ids, score, raw = best(case, model, src)
         entry = {"reference": {"ids": ids, "score": _rounded(score), "raw": _rounded(raw)}}
         for mistake, switch in SWITCHES.items():
-            wrong_ids, wrong = search(case, cpu, **switch)
+            wrong_ids, wrong = search(case, model, src, **switch)
             if wrong_ids != ids:
                 entry[mistake.name] = {"ids": wrong_ids, "score": _rounded(wrong)}
         out[case.name] = entry
     return out
+
+
+def _with_mistake(switch: dict):
+    """``run(case, device)``: the case's search with one known mistake, as outputs."""
+    return lambda case, device: beam_outputs(*search(case, *beam_model(case, device), **switch))
 
 
 def _rounded(x: float) -> float:
@@ -158,12 +168,11 @@ def _rounded(x: float) -> float:
 
 @registered
 class GradedBeamSearch(BeamSearch, Exercise):
-    mistakes = {mistake: (lambda case, device, s=switch: beam_outputs(*search(case, device, **s)))
-                for mistake, switch in SWITCHES.items()}
+    mistakes = {mistake: _with_mistake(switch) for mistake, switch in SWITCHES.items()}
 
     def cases(self):
         return BEAM_CASES
 
     def reference(self, case, device):
-        ids, score = search(case, device)
-        return beam_outputs(ids, score, raw=raw_score(*beam_model(case, device), ids))
+        ids, score, raw = best(case, *beam_model(case, device))
+        return beam_outputs(ids, score, raw=raw)
