@@ -141,6 +141,38 @@ def ablation_figure(losses: Mapping[str, Sequence[float]], scores: Mapping[str, 
     return fig
 
 
+
+# ---------------------------------------------------------------- overfitting
+
+
+def teacher_forced_loss(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id: int) -> float:
+    """The mean cross-entropy per scored target word of one batch, as ``train_step`` scores it
+    (reads ``tgt`` without its last token, predicts it without its first, padding targets left out),
+    with dropout off and without label smoothing. Leaves the model in ``eval()`` mode."""
+    model.eval()
+    with torch.no_grad():
+        logits = model(src, tgt[:, :-1]).double()  # (B, n - 1, V)
+    return nn.functional.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=pad_id).item()
+
+
+def overfitting_figure(curves: Mapping[str, Sequence[tuple[int, float, float]]], *,
+                       title: str = "Training loss falls; validation loss says whether it generalises"):
+    """One colour per run: its loss on training pairs (solid) and on validation pairs (dashed),
+    from ``(step, training loss, validation loss)`` points; a dot at each run's lowest
+    validation loss. A linear scale, so that a validation loss turning up shows."""
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    for colour, (name, points) in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], curves.items()):
+        steps, seen, unseen = zip(*points)
+        ax.plot(steps, seen, color=colour, label=f"{name}: training")
+        ax.plot(steps, unseen, color=colour, linestyle="--", label=f"{name}: validation")
+        best = min(range(len(unseen)), key=unseen.__getitem__)
+        ax.plot(steps[best], unseen[best], "o", color=colour)
+    ax.set(ylim=(0, None), xlabel="training step", ylabel="cross-entropy per word", title=title)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
 # ---------------------------------------------------------------- attention maps in words
 
 

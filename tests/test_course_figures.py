@@ -319,3 +319,37 @@ def test_captured_attention_reduces_every_call():
     attention(x)
     assert len(peaks) == 2 and all(isinstance(value, float) for pair in peaks for value in pair)
     assert peaks[1][0] > peaks[0][0]  # larger scores, a more peaked softmax
+
+
+# ---------------------------------------------------------------- 10.6's overfitting experiment
+
+from course.figures_translation import overfitting_figure, teacher_forced_loss  # noqa: E402
+
+
+def test_teacher_forced_loss_scores_the_next_words_without_padding():
+    """Is it the mean cross-entropy of the shifted targets over the non-padding ones only, with the
+    model left in eval() mode (dropout off)?"""
+    V, pad = 5, 4
+    table = torch.randn(V, V, generator=torch.Generator().manual_seed(0))
+
+    class Bigram(torch.nn.Module):  # logits of the next token from the current one
+        def forward(self, src, tgt):
+            return table[tgt]  # (B, n, V)
+
+    tgt = torch.tensor([[1, 2, 3, 0], [1, 2, pad, pad]])
+    model = Bigram().train()
+    loss = teacher_forced_loss(model, None, tgt, pad)
+    pairs = [(1, 2), (2, 3), (3, 0), (1, 2)]  # (read, target): the padded targets left out
+    want = torch.stack([-torch.log_softmax(table[a], dim=-1)[b] for a, b in pairs]).mean()
+    assert abs(loss - want.item()) < 1e-6 and not model.training
+
+
+def test_overfitting_figure_marks_each_runs_lowest_validation_loss():
+    """Does each run get a training line, a validation line and a dot at its lowest validation loss?"""
+    curves = {"few": [(10, 2.0, 2.5), (20, 1.0, 2.0), (30, 0.5, 2.2)], "many": [(10, 2.0, 2.1), (20, 1.5, 1.6)]}
+    fig = overfitting_figure(curves)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 6
+    dots = [line for line in lines if line.get_marker() == "o"]
+    assert [(list(d.get_xdata()), list(d.get_ydata())) for d in dots] == [([20], [2.0]), ([20], [1.6])]
+    plt.close(fig)
