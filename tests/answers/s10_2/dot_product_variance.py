@@ -33,7 +33,7 @@ def answers(solution):
     return [
         right("solution", solution["dot_product_variance"]),
         right("a 0-d tensor", variance_as_tensor),
-        bug("variance_no_scaling", variance_no_scaling, hidden="Divide each dot product by sqrt"),
-        bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden="Divide each dot product by sqrt"),
+        bug("variance_no_scaling", variance_no_scaling, hidden=r"divided by sqrt\(d_k\) before the variance"),
+        bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden=r"divided by sqrt\(d_k\) before the variance"),
         bug("variance_uniform", variance_uniform, hidden="standard normal"),
     ]
