@@ -16,7 +16,7 @@ from course import checking, progress
 from grader.checks import EXERCISES, SECTIONS, guarded_calls
 from grader.results import exercise_name
 from samples import graded_cells, notebook_path, visible_test
-from tests import catalogue
+from tests import catalogue, dictation
 from tests.answers import assignment_of
 
 ENTRIES = catalogue.build()
@@ -61,6 +61,8 @@ def test_visible_test_catches_planted_bug(entry):
     if entry.mistake is not None:
         assert getattr(failure, "mistake", None) == entry.mistake, catalogue.message(failure)
         assert entry.mistake.sentence() in str(failure)
+    printed = dictation.answer_line_in(str(failure), entry.section, entry.exercise)
+    assert printed is None, f"the message prints a line of the answer ({printed}): {failure}"
 
 
 def test_catalogue_has_the_bugs_the_issue_asks_for():
