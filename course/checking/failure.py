@@ -86,6 +86,7 @@ def explain_exception(exercise: str, error: Exception, where: str) -> str:
             "device (device=x.device, or torch.zeros_like(x)); never on a fixed device."
         )
     if "view size is not compatible" in text:
-        return (f"{exercise} raised RuntimeError in {where}: {text[:80]}... After a transpose "
-                "the tensor is not contiguous: use .reshape (or .contiguous().view).")
+        return (f"{exercise} raised RuntimeError in {where}: {text[:80]}... .view was called on a "
+                "tensor that is not contiguous in memory (a transpose, a permute or a slice such as "
+                "x[:, :-1] can leave one so): use .reshape, or .contiguous().view.")
     return f"{exercise} raised {type(error).__name__} in {where}: {text}"

@@ -25,10 +25,13 @@ from course.checking.exercise import seeded_parameters
 from course.checking.modules import load_parameters
 from course.visible.s10_1.qkv_projections import QKV, dims
 
-HOW = ("Create three separate layers, in this order: w_q and w_k, each an nn.Linear(d_model, d_k, "
-       "bias=False), then w_v, an nn.Linear(d_model, d_v, bias=False).")
-K_FROM_W_Q = Mistake("k_from_w_q", "K computed with w_q", "K = self.w_k(x).")
-SWAPPED_LAYERS = Mistake("swapped_layers", "w_q and w_k swapped", "Q = self.w_q(x), K = self.w_k(x).")
+HOW = ("The contract asks for three separate bias-free nn.Linear layers, created in the order w_q, "
+       "w_k, w_v: w_q and w_k map d_model features to d_k, w_v maps d_model to d_v.")
+K_FROM_W_Q = Mistake("k_from_w_q", "K computed with w_q",
+                     "The keys have their own layer, w_k: look at which layer forward applies to make K.")
+SWAPPED_LAYERS = Mistake("swapped_layers", "w_q and w_k swapped",
+                         "Q must come from w_q and K from w_k: look at which layer makes each, and at the "
+                         "order of the tuple forward returns (Q, K, V).")
 LAYERS = ("w_q", "w_k", "w_v")
 CASES = [Case("a batch of 2 sentences, float32", 50, dims((2,), 4, 8, 3, 6), torch.float32, kind="3-D"),
          Case("float64, d_k equal to d", 51, dims((2,), 4, 8, 8, 6), kind="d_k equal to d")]

@@ -22,9 +22,11 @@ from course.checking import (
 )
 
 QKV = ("Q", "K", "V")
-HINT = "Q = X @ W_q, K = X @ W_k, V = X @ W_v."
-SWAPPED = Mistake("swapped", "W_q and W_k swapped (Q computed with W_k)", HINT)
-K_FROM_Q = Mistake("k_from_q", "K computed with W_q", HINT)
+SWAPPED = Mistake("swapped", "W_q and W_k swapped (Q computed with W_k)",
+                  "Each view has its own weight: look at which weight each of your products uses, "
+                  "and at the order of the tuple you return (Q, K, V).")
+K_FROM_Q = Mistake("k_from_q", "K computed with W_q",
+                   "The keys have their own weight, W_k: look at the product that makes K.")
 
 
 def dims(lead: tuple, n: int, d: int, d_k: int, d_v: int) -> dict:

@@ -7,7 +7,8 @@ import torch
 
 from course.checking import VARIANCE_RTOL, Case, CheckFailure, Exercise, passed, visible_check
 
-SCALED_HINT = "Divide each dot product by sqrt(d_k)."
+SCALED_HINT = ("With scaled=True every dot product is divided by sqrt(d_k) before the variance is taken: "
+               "look at where (and whether) yours is.")
 UNSCALED_HINT = ("Draw q and k with independent standard normal entries (torch.randn) and take the "
                  "variance of their dot products.")
 

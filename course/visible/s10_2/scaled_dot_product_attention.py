@@ -29,23 +29,25 @@ from course.checking import (
 from course.checking.masks import case_mask
 
 NO_SCALE = Mistake("no_scale", "attention without the 1/sqrt(d_k) scaling",
-                   "Divide the scores QK^T by sqrt(d_k) before the softmax.")
+                   "The scores QK^T are divided by sqrt(d_k) before the softmax: look for that step.")
 SCALE_DK = Mistake("scale_dk", "scaling by d_k instead of sqrt(d_k)",
-                   "The scale is 1/sqrt(d_k): math.sqrt(Q.shape[-1]).")
+                   "The scores are divided by the square root of d_k, not by d_k itself.")
 SCALE_DV = Mistake("scale_dv", "scaling by sqrt(d_v), the width of the values",
-                   "d_k is the width of the queries and keys: Q.shape[-1].")
+                   "d_k is the width of the queries and keys (their last axis), not of the values.")
 SCALE_N = Mistake("scale_n", "scaling by the square root of a sequence length, not of d_k",
-                  "d_k is the last axis of Q: math.sqrt(Q.shape[-1]), not Q.shape[-2].")
+                  "d_k counts the features of a query (the last axis of Q), not the queries or keys "
+                  "(the axis before it).")
 SOFTMAX_QUERIES = Mistake("softmax_queries", "a softmax over the query axis (dim=-2)",
                           "Each query's weights over the keys sum to 1: softmax over dim=-1.")
 MASK_INVERTED = Mistake("mask_inverted", "the mask inverted",
-                        "True means *may attend*: fill the scores where the mask is False "
-                        "(scores.masked_fill(~mask, float('-inf'))).")
+                        "True means *may attend*: the pairs to block are those where the mask is "
+                        "False. Look at which pairs your fill reaches.")
 MASK_AFTER_SOFTMAX = Mistake("mask_after_softmax", "the mask applied after the softmax",
                              "Mask the scores before the softmax, so the visible keys' weights still "
                              "sum to 1.")
 MASK_ZERO = Mistake("mask_zero", "masked scores set to 0 instead of -inf",
-                    "A score of 0 still gets weight exp(0); use float('-inf').")
+                    "A blocked score of 0 still gets the weight exp(0) / (sum of the row), more than 0: "
+                    "a blocked pair needs a score whose exponential is exactly 0.")
 FILL_FINITE = Mistake("mask_fill_finite", "blocked scores filled with a finite number such as -1e4",
                       "A blocked pair gets weight exactly 0 whatever the other scores are: fill with "
                       "float('-inf') (or torch.finfo(scores.dtype).min), not with a number a score can "

@@ -21,11 +21,13 @@ from course.checking import (
     with_gradients,
 )
 
-DIM_HINT = "Use the dim argument in max, sum and keepdim=True."
+DIM_HINT = ("The axis to normalise is the one dim names, not a fixed one: look at every reduction "
+            "(the maximum and the sum) and the axis it runs over.")
 LAST_AXIS = Mistake("last_axis", "a softmax over the last axis whatever dim says", DIM_HINT)
 FIRST_AXIS = Mistake("first_axis", "a softmax over the first axis (dim=0)", DIM_HINT)
 GLOBAL = Mistake("global", "one softmax over all the entries of x",
-                 "Normalise along dim only: max and sum with dim=dim, keepdim=True.")
+                 "Each slice along dim must sum to 1 on its own: a reduction without an axis runs "
+                 "over the whole tensor. Look at the maximum and the sum.")
 
 CASES = [  # params: the shape of the logits, dim, and the scale of large logits
     Case("1-D, 7 logits", 20, {"shape": (7,), "dim": -1}, kind="1-D"),

@@ -7,8 +7,9 @@ from course.checking import Mistake, expect_shape, passed, visible_check
 from course.visible.s10_3.heads import Heads, blocks, cotangent, expect_block, expect_heads, inputs
 
 NO_TRANSPOSE = Mistake("no_transpose", "a reshape straight to (B, n, h * d_h) without the transpose",
-                       "Swap the head and sequence axes back with .transpose(1, 2), then "
-                       ".reshape(B, n, h * d_h).")
+                       "A reshape alone reads the heads in memory order, one head after another, and "
+                       "mixes tokens. Each token's heads must sit side by side before they are joined: "
+                       "the sequence axis has to come back in front of the head axis first.")
 
 
 class MergeHeads(Heads):

@@ -35,21 +35,24 @@ from course.visible.s10_3.split_heads import TRANSPOSE_HINT
 
 SPLIT = Mistake("split", "splitting the heads without the transpose", TRANSPOSE_HINT)
 MERGE = Mistake("merge", "merging the heads without the transpose",
-                "Transpose (B, h, n, d_h) back to (B, n, h, d_h) before reshaping.")
+                "A reshape of (B, h, n, d_h) alone mixes tokens with heads: each token's heads must "
+                "sit side by side before they are joined. Look at the merge in forward.")
 NO_W_O = Mistake("no_w_o", "a missing output projection W_O",
-                 "Mix the concatenated heads with self.w_o at the end.")
+                 "The merged heads still need the output projection w_o: without it no output "
+                 "feature combines the heads.")
 D_MODEL = Mistake("d_model", "scaling by sqrt(d_model) instead of sqrt(d_k) of one head",
                   "Each head has d_k = d_model // num_heads features: scale by sqrt(d_k).")
 INVERTED = Mistake("inverted", "the mask inverted",
                    "True means *may attend* (nn.MultiheadAttention uses the opposite!).")
 NO_MASK = Mistake("no_mask", "the mask not used", "Pass mask on to the attention of the heads.")
 VALUES = Mistake("values", "the values projected from key instead of value",
-                 "v = self.w_v(value): in cross-attention keys and values are two inputs.")
+                 "The values are projected from the value argument: in cross-attention keys and "
+                 "values are two inputs.")
 
 NAMES = ("output", "weights")
 PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")
-HOW = ("Create four separate layers, in this order: w_q, w_k, w_v and w_o, each an "
-       "nn.Linear(d_model, d_model, bias=bias).")
+HOW = ("The contract asks for four separate nn.Linear layers from d_model to d_model features, "
+       "created in the order w_q, w_k, w_v, w_o, with a bias exactly when bias=True.")
 
 
 def dims(B: int, n_q: int, n_k: int, d_model: int, h: int, mask: str = "none", bias: bool = True) -> dict:

@@ -6,8 +6,10 @@ from __future__ import annotations
 from course.checking import Mistake, expect_shape, passed, visible_check
 from course.visible.s10_3.heads import Heads, cotangent, expect_heads, inputs
 
-TRANSPOSE_HINT = ("Reshape to (B, n, h, d_h) first, then swap the sequence and head axes "
-                  "with .transpose(1, 2).")
+TRANSPOSE_HINT = ("A single reshape to (B, h, n, d_h) reads the numbers in memory order and mixes tokens "
+                  "with heads (the small example above the exercise shows it). Each token's features "
+                  "must be cut into heads while the tokens are still the second axis; only then may "
+                  "the head axis move in front of the sequence axis.")
 NO_TRANSPOSE = Mistake("no_transpose", "a reshape straight to (B, h, n, d_h) without the transpose",
                        TRANSPOSE_HINT)
 

@@ -34,15 +34,16 @@ from course.checking import (
 
 HALVES = Mistake("halves", "pairs made of column i and column i + d/2 (the 'rotate_half' layout of some "
                  "libraries)", "This notebook pairs neighbouring columns, like the sinusoidal table: "
-                 "(x[..., 2i], x[..., 2i+1]), that is x[..., 0::2] with x[..., 1::2].")
+                 "(x[..., 2i], x[..., 2i+1]): every second feature from 0 with every second from 1.")
 CLOCKWISE = Mistake("clockwise", "each pair turned clockwise (the signs of the sine terms swapped)",
                     "Counter-clockwise: (a, b) -> (a cos - b sin, a sin + b cos). On the stored columns "
                     "relative_shift_matrix(p, d) turns clockwise: apply_rotary at position p is "
                     "relative_shift_matrix(-p, d).")
 EXPONENT_I = Mistake("exponent_i", "the exponent i/d instead of 2i/d (pair index without the 2)",
-                     "Pair i turns by p * base^(-2i/d); torch.arange(0, d, 2) gives 2i directly.")
+                     "Pair i turns by p * base^(-2i/d): 2i is the column of its first coordinate "
+                     "(0, 2, 4, ...), not the pair index i.")
 EXPONENT_4I = Mistake("exponent_4i", "the exponent 4i/d: the column index 2i doubled again",
-                      "torch.arange(0, d, 2) already is 2i: do not multiply it by 2.")
+                      "The even column indices 0, 2, 4, ... already are 2i: doubling them gives 4i.")
 INVERTED = Mistake("inverted", "the frequency inverted: the angle p * base^(+2i/d)",
                    "Pair i turns by p / base^(2i/d): the first pair fastest, the last slowest.")
 FROM_ONE = Mistake("from_one", "positions counted from 1 instead of 0", "Without positions, token j is at "
@@ -64,8 +65,8 @@ SWITCHES = {HALVES: {"halves": True}, CLOCKWISE: {"direction": -1.0}, EXPONENT_I
 LENGTH = ("The length of each pair (x[..., 2i], x[..., 2i+1]) should not change (a rotation), but it does: "
           "new a = a cos - b sin, new b = a sin + b cos, with the old a and b on both lines.")
 OFFSET = ("The score of the rotated query at position m and the rotated key at n should depend only on "
-          "m - n, but it changes along a diagonal: turn every pair by an angle proportional to the position, "
-          "p * base^(-2i/d).")
+          "m - n (for the same q and k), not on m and n separately, but it changes along a diagonal: "
+          "turn every pair by an angle proportional to the position, p * base^(-2i/d).")
 MIXED = ("The points (1, 0) and (0, 1) come out right, but this x does not: every token must be turned "
          "on its own, by the angle of its own position, whatever the leading dimensions (batch, heads) "
          "are. Work on the last two axes of x, (..., n, d), and keep the others as they are.")
@@ -98,8 +99,7 @@ def expect_rotated(out, x: torch.Tensor, what: str, where: str) -> torch.Tensor:
     expect_shape(expect_tensor(out, f"{what}'s result", where), x.shape, f"{what}(x) (the shape of x)", where)
     if out.dtype != x.dtype:
         raise CheckFailure(f"{what} should return the dtype of x ({x.dtype}) in {where}, but returned "
-                           f"{out.dtype}: convert the cosines and sines with .to(x.dtype) (or build them in "
-                           "x.dtype).")
+                           f"{out.dtype}: give the cosines and sines the dtype of x before they multiply it.")
     return out
 
 
@@ -241,4 +241,4 @@ def check_apply_rotary(apply_rotary) -> None:
     entry), any x a combination of them pair by pair, and the gradient turned back; 2-D to 4-D,
     given positions, another base, float32 up to position 4000; the ValueError."""
     ApplyRotary().run_cases(apply_rotary)
-    passed("apply_rotary turns every pair by p·w_i, so the score of q and k depends only on their offset.")
+    passed("apply_rotary turns every pair by p·w_i: the score depends on q, k and their offset only.")

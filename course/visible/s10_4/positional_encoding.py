@@ -28,8 +28,8 @@ from course.checking import (
 )
 from course.visible.s10_4.sinusoidal_positional_encoding import FROM_ONE, SWAPPED, formula, table
 
-HOW = ("Compute the encoding once in __init__ and keep it with self.register_buffer('pe', "
-       "sinusoidal_positional_encoding(max_len, d_model)): a buffer follows .to(device) and "
+HOW = ("Compute the table once in __init__ with sinusoidal_positional_encoding and keep it as a "
+       "registered buffer named pe (nn.Module.register_buffer): a buffer follows .to(device) and "
        "state_dict() but is not a trained parameter.")
 SCALED = Mistake("scaled", "x multiplied by sqrt(d_model) before adding pe",
                  "PositionalEncoding only adds pe[:n]; scaling the embeddings by sqrt(d_model) belongs to "
@@ -84,8 +84,8 @@ def expect_dropout(make, call, pe: torch.Tensor) -> None:
     kept = (out - 2 * want).abs() <= 2 * atol
     if not bool((dropped | kept).all()) or not bool(dropped.any()):
         raise CheckFailure("PositionalEncoding(8, max_len=50, dropout=0.5) in train() mode should apply "
-                           "dropout to the sum: every entry 0 or 2·(x + pe). Return "
-                           "self.dropout(x + pe[:n]).")
+                           "dropout to the sum: every entry 0 or 2·(x + pe). Apply the dropout module to "
+                           "x + pe[:n], not to x or pe alone.")
 
 
 def added(case: Case, device, entry=formula, start: int = 0, scale: float = 1.0):

@@ -33,7 +33,7 @@ TRANSPOSED = Mistake("transposed", "the rotation transposed: the signs of the si
 EXPONENT_I = Mistake("exponent_i", "the exponent i/d_model instead of 2i/d_model in omega_i",
                      "omega_i = 1 / 10000^(2i/d_model), as in the encoding.")
 EXPONENT_4I = Mistake("exponent_4i", "the exponent 4i/d_model: the column index 2i doubled again",
-                      "torch.arange(0, d_model, 2) already is 2i.")
+                      "The even column indices 0, 2, 4, ... already are 2i: doubling them gives 4i.")
 INVERTED = Mistake("inverted", "omega_i inverted (10000^(+2i/d_model))", "omega_i = 1 / 10000^(2i/d_model).")
 SAME_ANGLE = Mistake("same_angle", "every block rotated by the same angle k",
                      "Pair i turns by k·omega_i: each block has its own frequency.")
@@ -61,7 +61,7 @@ def expect_square_matrix(M, k: int, d_model: int, where: str) -> torch.Tensor:
     expect_tensor(M, what, where)
     if M.dtype != torch.float32:
         raise CheckFailure(f"{what} should be a float32 matrix, like the encoding, not {M.dtype}: compute "
-                           "in float64 if you like, and return M.float().")
+                           "in float64 if you like, and convert the finished matrix to float32.")
     expect_shape(M, (d_model, d_model), what, where)
     return M
 

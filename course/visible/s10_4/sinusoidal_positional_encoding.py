@@ -28,24 +28,26 @@ from course.checking import (
 FORMULA = "the formula (sine in column 2i, cosine in column 2i+1, of pos / 10000^(2i/d_model))"
 ODD = ("With an odd d_model there is one more even column (sine) than odd columns (cosine): the cosines use "
        "only the first d_model // 2 angles.")
-FLOAT32 = "Compute in float64 if you like, then convert at the end with .float()."
+FLOAT32 = "Compute in float64 if you like, then convert the finished table to float32."
 
 SWAPPED = Mistake("swapped", "sine and cosine swapped (cosine in the even columns)",
                   "Even columns 2i hold the sine, odd columns 2i+1 the cosine.")
 FROM_ONE = Mistake("from_one", "positions counted from 1 instead of 0",
-                   "Use torch.arange(max_len): the first row is position 0.")
+                   "The first row is position 0: count the positions from 0, not from 1.")
 EXPONENT_I = Mistake("exponent_i", "the exponent i/d_model instead of 2i/d_model (pair index without the 2)",
-                     "Pair i uses 10000^(2i/d_model); torch.arange(0, d_model, 2) gives 2i directly.")
+                     "Pair i uses 10000^(2i/d_model): 2i is the column of its sine (0, 2, 4, ...), "
+                     "not the pair index i.")
 EXPONENT_4I = Mistake("exponent_4i", "the exponent 4i/d_model: the column index 2i doubled again",
-                      "torch.arange(0, d_model, 2) already is 2i: do not multiply it by 2.")
+                      "The even column indices 0, 2, 4, ... already are 2i: doubling them gives 4i.")
 COS_COLUMN = Mistake("cos_column", "the cosine's exponent taken from its own column index: (2i+1)/d_model "
                      "instead of 2i/d_model", "The sine in column 2i and the cosine in column 2i+1 share one "
                      "angle, pos / 10000^(2i/d_model).")
 INVERTED = Mistake("inverted", "10000^(2i/d_model) inverted: the angle pos * 10000^(2i/d_model)",
-                   "Divide the position by 10000^(2i/d_model) (or multiply by its inverse, "
-                   "exp(-2i * ln(10000) / d_model)).")
+                   "The angle is the position divided by 10000^(2i/d_model): the frequency of pair 0 is 1, "
+                   "and the frequencies fall from there.")
 HALVES = Mistake("halves", "the sines and cosines in two halves [sin ... sin, cos ... cos] instead of "
-                 "interleaved pairs", "Interleave them: pe[:, 0::2] = sin, pe[:, 1::2] = cos.")
+                 "interleaved pairs", "Interleave them: the sine of pair i in column 2i, its cosine next "
+                 "to it in column 2i+1.")
 
 
 def formula(pos: float, column: int, d_model: int, *, swap: bool = False, exponent: float = 2.0,

@@ -26,18 +26,18 @@ from course.checking.exercise import seeded_parameters
 from course.checking.modules import load_parameters
 from course.visible.s10_5.dropout import expect_dropout_modes
 
-HOW = ("Create, in this order, linear1 (an nn.Linear(d_model, d_ff)) and linear2 (an nn.Linear(d_ff, "
-       "d_model)); the activation and dropout have no parameters.")
+HOW = ("Create, in this order, linear1 (a linear layer from d_model to d_ff, with bias) and linear2 "
+       "(from d_ff back to d_model, with bias); the activation and dropout have no parameters.")
 UNKNOWN_ACTIVATION = "for activation='tanh' (only 'relu' and 'gelu' are known)"
 NO_ACTIVATION = Mistake("no_activation", "a feed-forward network without its activation",
-                        "FFN(x) = linear2(activation(linear1(x))): without the non-linearity the two layers "
-                        "collapse into one linear map.")
+                        "The activation belongs between linear1 and linear2: without the non-linearity "
+                        "the two layers collapse into one linear map.")
 RELU_ALWAYS = Mistake("relu_always", "ReLU used although activation='gelu'",
-                      "Choose the activation from the activation argument: nn.GELU() for 'gelu'.")
+                      "Choose the activation from the activation argument: 'gelu' asks for the exact GELU.")
 GELU_ALWAYS = Mistake("gelu_always", "GELU used although activation='relu'",
-                      "Choose the activation from the activation argument: nn.ReLU() for 'relu'.")
+                      "Choose the activation from the activation argument: 'relu' asks for ReLU.")
 TANH_GELU = Mistake("tanh_gelu", "the tanh approximation of GELU", "nn.TransformerEncoderLayer uses the "
-                    "exact GELU: nn.GELU() or F.gelu, without approximate='tanh'.")
+                    "exact GELU, z·Phi(z) (PyTorch's default), not its tanh approximation.")
 TWICE = Mistake("activation_after_linear2", "an activation after linear2 as well",
                 "Only the hidden layer gets the activation; linear2's output is returned as it is.")
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}

@@ -32,11 +32,14 @@ from course.checking.masks import case_mask
 from course.checking.modules import load_parameters
 from course.visible.s10_5.feed_forward import NO_ACTIVATION, UNKNOWN_ACTIVATION, FeedForwardModule, ffn_shapes
 
-HOW = ("Create, in this order, self_attn (a MultiHeadAttention(d_model, num_heads)), ffn (a "
-       "FeedForward(d_model, d_ff, activation, dropout)), norm1 and norm2 (two nn.LayerNorm(d_model)).")
+HOW = ("Create, in this order, self_attn (multi-head attention of width d_model with num_heads heads), "
+       "ffn (your FeedForward with the block's d_ff, activation and dropout), then norm1 and norm2 (two "
+       "LayerNorms over d_model).")
 UNKNOWN = f"{UNKNOWN_ACTIVATION}: pass activation on to FeedForward, which raises it"
-POST = "Post-norm (norm_first=False) adds first, then normalises the sum: x = norm1(x + attention(x))."
-PRE = "Pre-norm (norm_first=True) normalises the sub-layer's input only: x = x + attention(norm1(x))."
+POST = ("Post-norm (norm_first=False) adds first, then normalises the sum: x <- LN(x + Sublayer(x)), and "
+        "the normalised sum is the next sub-layer's input.")
+PRE = ("Pre-norm (norm_first=True) normalises the sub-layer's input only: x <- x + Sublayer(LN(x)); "
+       "nothing normalises the sum.")
 NORM_FIRST_IGNORED = Mistake("norm_first_ignored", "post-norm computed although norm_first=True (norm_first "
                              "ignored)", PRE)
 PRE_FOR_POST = Mistake("pre_for_post", "pre-norm computed although norm_first=False", POST)
@@ -44,8 +47,8 @@ POST_NORM_SUBLAYER = Mistake("post_norm_sublayer", "the norm before the residual
                              "normalised, x + LN(Sublayer(x))", POST)
 POST_NORM_INPUT = Mistake("post_norm_input", "the norm before the residual add: LN(x) + Sublayer(x)", POST)
 PRE_NORMED_RESIDUAL = Mistake("pre_normed_residual", "the pre-norm residual taken from the normalised input: "
-                              "LN(x) + Sublayer(LN(x))", "Keep the raw x on the residual path: h = norm1(x); "
-                              "x = x + attention(h).")
+                              "LN(x) + Sublayer(LN(x))", "The residual path carries the x that came in, "
+                              "unnormalised; only the sub-layer sees the normalised tensor.")
 NO_RESIDUAL = Mistake("no_residual", "a missing residual connection",
                       "Add each sub-layer's input back to its output (x + ...).")
 NORMS_SWAPPED = Mistake("norms_swapped", "norm1 and norm2 swapped",
@@ -56,7 +59,7 @@ NORM2_TWICE = Mistake("norm2_twice", "one LayerNorm (norm2) used for both sub-la
 MASK_INVERTED = Mistake("mask_inverted", "the mask inverted", "True means *may attend*: pass the mask to "
                         "self_attn unchanged (PyTorch's masks use the opposite polarity).")
 MASK_IGNORED = Mistake("mask_ignored", "the mask not passed to the attention",
-                       "Call self.self_attn(x, x, x, mask).")
+                       "Pass the mask on to the self-attention: it is the only place where it acts.")
 RELU = Mistake("relu", "ReLU although activation='gelu'", "Pass activation on to FeedForward.")
 NORMS = ("norm1", "norm2")
 

@@ -7,6 +7,8 @@ import torch
 from tests.answers import bug, right
 
 EXERCISE = "dot_product_variance"
+#: What the check says when the scaled variance is not about 1.
+NOT_SCALED = r"divided by sqrt\(d_k\) before the variance"
 
 
 def variance_as_tensor(d_k, num_samples=10_000, scaled=False):
@@ -33,7 +35,7 @@ def answers(solution):
     return [
         right("solution", solution["dot_product_variance"]),
         right("a 0-d tensor", variance_as_tensor),
-        bug("variance_no_scaling", variance_no_scaling, hidden="Divide each dot product by sqrt"),
-        bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden="Divide each dot product by sqrt"),
+        bug("variance_no_scaling", variance_no_scaling, hidden=NOT_SCALED),
+        bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden=NOT_SCALED),
         bug("variance_uniform", variance_uniform, hidden="standard normal"),
     ]
