@@ -346,7 +346,8 @@ def test_teacher_forced_loss_scores_the_next_words_without_padding():
 
 def test_overfitting_figure_marks_each_runs_lowest_validation_loss():
     """Does each run get a training line, a validation line and a dot at its lowest validation loss?"""
-    curves = {"few": [(10, 2.0, 2.5), (20, 1.0, 2.0), (30, 0.5, 2.2)], "many": [(10, 2.0, 2.1), (20, 1.5, 1.6)]}
+    curves = {"few": [(10, 2.0, 2.5), (20, 1.0, 2.0), (30, 0.5, 2.2)],
+              "many": [(10, 2.0, 2.1), (20, 1.5, 1.6)]}
     fig = overfitting_figure(curves)
     lines = fig.axes[0].get_lines()
     assert len(lines) == 6
