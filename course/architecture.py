@@ -87,6 +87,7 @@ SECTIONS = {
              "decoder_feed_forward", "decoder_add_norm_3", "decoder_residuals", "linear", "softmax"),
     "10.7": DECODER_ONLY_SECTION,  # parts of the decoder-only picture
     "10.8": ("outputs", "decoder_self_qkv", "decoder_cross_qkv", "softmax"),  # what decoding changes
+    "10.9": ("gpt_tokens", "gpt_embedding", "gpt_head", "gpt_tied", "gpt_softmax"),  # what tokens change
 }
 CAPTIONS = {
     "10.1": "10.1: queries, keys and values, three projections of each attention's input:\n"
@@ -100,6 +101,8 @@ CAPTIONS = {
             "in colour what this notebook builds (the GPT's block is 10.5's)",
     "10.8": "10.8: decoding: a word chosen from the softmax is fed back as the next output;\n"
             "the keys and values of the decoder's attention are cached",
+    "10.9": "10.9: 10.7's GPT unchanged inside; the tokens it reads and the vocabulary of its\n"
+            "embedding, output layer and softmax change with the tokenizer",
 }
 
 COLOURS = {"attention": "#f9c98a", "norm": "#f3ef9f", "feed": "#a9d3f2", "embedding": "#f5b5c4",
