@@ -68,6 +68,10 @@ PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of p
 NO_EMBEDDING_DROPOUT = Mistake(
     "no_embedding_dropout", "no dropout on the sum of the embeddings",
     "Create nn.Dropout(dropout); apply it to tok_embed(ids) + pos_embed(positions) before the first block.")
+DROPOUT_BEFORE_POSITIONS = Mistake(
+    "dropout_before_positions", "dropout applied to the token embeddings before the positions are added "
+    "(the position embeddings never pass it)",
+    "The embedding dropout acts on the sum of the token and the position embeddings, after adding them.")
 BLOCKS_WITHOUT_DROPOUT = Mistake(
     "blocks_without_dropout", "blocks created without the dropout argument",
     'Pass dropout on to every block: TransformerBlock(d_model, num_heads, d_ff, dropout, "gelu", '
@@ -303,6 +307,9 @@ class GPTModel(Exercise):
                     "times the tied output layer (nothing passes the dropouts), but ")
         if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere
             fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
+        if close(got, got[:1].expand_as(got), *tolerance(torch.float32)):  # every sentence alike: no ids
+            fail(expected + "the logits still change from position to position (the same in every sentence, "
+                 "whatever its ids).", DROPOUT_BEFORE_POSITIONS)
         fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
 
 
