@@ -196,3 +196,42 @@ def test_visible_checks_run_on_a_torch_without_rms_norm(solution_10_7, monkeypat
     monkeypatch.delattr(nn, "RMSNorm")
     visible_10_7.check_RMSNorm(solution_10_7["RMSNorm"])
     visible_10_7.check_LlamaBlock(solution_10_7["LlamaBlock"])
+
+
+def test_the_stand_ins_of_llama_block_earn_no_credit():
+    """Is an RMSNorm or SwiGLU built on the stand-ins LlamaBlock's check puts in place of the learner's parts
+    refused, on both sides (they hold the reference)?"""
+
+    class OnStandInNorm(llama_block.StandInRMSNorm):
+        def __init__(self, d_model, eps=1e-6):
+            super().__init__(torch.ones(d_model), eps)
+
+    class OnStandInSwiGLU(llama_block.StandInSwiGLU):
+        def __init__(self, d_model, d_ff):
+            super().__init__(swiglu_layers(d_model, d_ff))
+
+    for check in (visible_10_7.check_RMSNorm, s10_7.check_RMSNorm):
+        with pytest.raises(CheckFailure, match="No credit for RMSNorm.*StandInRMSNorm"):
+            check(OnStandInNorm)
+    for check in (visible_10_7.check_SwiGLU, s10_7.check_SwiGLU):
+        with pytest.raises(CheckFailure, match="No credit for SwiGLU.*StandInSwiGLU"):
+            check(OnStandInSwiGLU)
+
+
+def swiglu_layers(d_model, d_ff) -> nn.Module:
+    layers = nn.Module()
+    layers.w1, layers.w2, layers.w3 = (nn.Linear(a, b, bias=False) for a, b in
+                                       ((d_model, d_ff), (d_ff, d_model), (d_model, d_ff)))
+    return layers
+
+
+def test_llama_block_runs_the_reference_parts(solution_10_7):
+    """Does LlamaBlock's check put nn.RMSNorm's function (with the eps each norm was given) and the SwiGLU
+    reference in place of the learner's parts, and leave PyTorch's nn.RMSNorm alone?"""
+    block = llama_block.with_reference_parts(solution_10_7["LlamaBlock"](8, 2, 6, eps=0.25))
+    assert isinstance(block.norm1, llama_block.StandInRMSNorm) and block.norm1.eps == 0.25
+    assert isinstance(block.ffn, llama_block.StandInSwiGLU)
+    assert set(dict(block.named_parameters())) == set(llama_block.Config(8, 2, 6).shapes())
+    if hasattr(nn, "RMSNorm"):
+        block.norm2 = nn.RMSNorm(8, eps=0.5)
+        assert isinstance(llama_block.with_reference_parts(block).norm2, nn.RMSNorm)

@@ -129,8 +129,8 @@ def _smoothed(logits, targets, pad_id, e, *, spread, kept):
     keep = targets != pad_id  # (B, n)
     nll = neg.gather(-1, targets.masked_fill(~keep, 0)[..., None])[..., 0]  # (B, n); padding's unused
     total = neg.sum(-1)  # (B, n)
-    smooth = {"all": total / V, "others": (total - nll) / (V - 1), "sum": total,
-              "not pad": (total - nll - neg[..., pad_id]) / (V - 2)}[spread]
+    smooth = {"all": lambda: total / V, "others": lambda: (total - nll) / (V - 1), "sum": lambda: total,
+              "not pad": lambda: (total - nll - neg[..., pad_id]) / (V - 2)}[spread]()  # pad_id: a column
     per = (1 - e) * nll + e * smooth  # (B, n)
     if kept == "every position":
         return per.mean()

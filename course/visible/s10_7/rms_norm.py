@@ -130,6 +130,17 @@ VARIANTS = {
 }
 
 
+def expect_not_shipped(module: nn.Module, exercise: str) -> None:
+    """No credit for a module built on the checks' own stand-ins (LlamaBlock's check puts nn.RMSNorm's
+    function and the SwiGLU reference in place of the learner's parts): they hold the reference."""
+    shipped = [cls.__name__ for cls in type(module).__mro__
+               if cls.__module__.startswith(("course.checking", "course.visible", "grader."))]
+    if shipped:
+        raise CheckFailure(f"No credit for {exercise}: it is built on {shipped[0]}, the course's own "
+                           "checking code, which holds the reference it is graded against. Write it "
+                           "yourself.")
+
+
 def expect_layout(module: nn.Module, d_model: int) -> None:
     """One parameter, weight (d_model,), starting at ones."""
     params = dict(module.named_parameters())
@@ -195,6 +206,7 @@ class RMSNormModule(Exercise):
         d = case.params["shape"][-1]
         args = (d,) if case.params["eps"] is None else (d, case.params["eps"])
         module = self.build(impl, case, *args)
+        expect_not_shipped(module, self.name)
         expect_layout(module, d)
         x, weight = inputs(case, device)
         params = load_parameters(module.to(device), {"weight": weight}, self.name, HOW)

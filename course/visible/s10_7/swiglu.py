@@ -27,6 +27,7 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.modules import load_parameters
+from course.visible.s10_7.rms_norm import expect_not_shipped
 
 HOW = ("Create, in this order: w1 = nn.Linear(d_model, d_ff, bias=False) (the gate), w2 = nn.Linear(d_ff, "
        "d_model, bias=False) (down), w3 = nn.Linear(d_model, d_ff, bias=False) (up).")
@@ -105,6 +106,7 @@ class SwiGLUModule(Exercise):
     def run(self, impl, case, device):
         d_model, d_ff, _ = case.params["dims"]
         module = self.build(impl, case, d_model, d_ff)
+        expect_not_shipped(module, self.name)
         expect_layout(module, d_model, d_ff)
         x, p = inputs(case, device)
         params = load_parameters(module.to(device), p, self.name, HOW)
