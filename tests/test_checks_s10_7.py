@@ -235,3 +235,44 @@ def test_llama_block_runs_the_reference_parts(solution_10_7):
     if hasattr(nn, "RMSNorm"):
         block.norm2 = nn.RMSNorm(8, eps=0.5)
         assert isinstance(llama_block.with_reference_parts(block).norm2, nn.RMSNorm)
+
+
+def answer_lines(assignment: str) -> set[str]:
+    """The computing lines of a solution notebook's answers: between ### BEGIN SOLUTION and ### END
+    SOLUTION, comments stripped, whitespace normalised, 12 characters or more."""
+    import json
+    import re
+
+    from tests.answers import ROOT
+
+    (path,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
+    lines, inside = set(), False
+    for cell in json.loads(path.read_text())["cells"]:
+        for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else ():
+            if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                inside = "BEGIN" in line
+                continue
+            line = " ".join(re.sub(r"\s+#.*$", "", line).split())
+            if inside and len(line) >= 12 and not line.startswith("#"):
+                lines.add(line)
+    return lines
+
+
+def test_no_message_prints_an_answer_line():
+    """Does no text of the 10.7 checks (messages, Mistake hints, the contract's HOW), on either side, hold
+    a line of the solution, with or without its self.? (A hint names the mistake and where to look.)"""
+    import ast
+
+    from tests.answers import ROOT
+
+    lines = answer_lines("10.7-gpt")
+    assert len(lines) > 30
+    found = []
+    for folder in ("course/visible/s10_7", "grader/checks/s10_7"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    text = " ".join(node.value.split())
+                    found += [f"{path.name}:{node.lineno}: {line}" for line in lines
+                              if line in text or line.replace("self.", "") in text.replace("self.", "")]
+    assert not found, found
