@@ -21,6 +21,8 @@ from pathlib import Path
 import nbformat
 from nbformat.notebooknode import NotebookNode
 
+from grader.results import exercise_name
+
 ROOT = Path(__file__).resolve().parent  # the checkout
 
 
@@ -69,9 +71,10 @@ HIDDEN = "### BEGIN HIDDEN TESTS"
 
 
 def graded_cells(assignment: str) -> dict[str, str]:
-    """Source of every grade cell of the instructor notebook, by exercise name (``check_`` dropped)."""
+    """Source of every grade cell of the instructor notebook, by exercise name (``check_`` or
+    ``predict_`` dropped)."""
     nb = nbformat.read(notebook_path(assignment), as_version=4)
-    return {cell.metadata["nbgrader"]["grade_id"].removeprefix("check_"): cell.source for cell in nb.cells
+    return {exercise_name(cell.metadata["nbgrader"]["grade_id"]): cell.source for cell in nb.cells
             if cell.metadata.get("nbgrader", {}).get("grade")}
 
 

@@ -26,6 +26,8 @@ GRADING_ONLY = (
     "exercise is graded against, nothing changed in the checks). The test cells catch the "
     "usual mistakes; a pass is a strong sign, not a guarantee."
 )
+#: The grade ids of test cells: ``check_<exercise>``, and ``predict_<name>`` for a prediction.
+GRADE_ID_PREFIXES = ("check_", "predict_")
 CHECK_CELL = re.compile(r'\s*(?:[rRuU]?"""|[rRuU]?\'\'\')\s*Check\s+(\w+)')
 
 
@@ -68,14 +70,24 @@ def notebook_of(section: str) -> dict:
 @functools.cache
 def exercises(section: str) -> dict[str, float]:
     """The graded exercises of ``section`` in notebook order, with their points: read from the
-    nbgrader metadata of its test cells (grade id ``check_<exercise>``), the one place they live."""
+    nbgrader metadata of its test cells (grade id ``check_<exercise>`` or ``predict_<name>``), the
+    one place they live."""
     found = {}
     for cell in notebook_of(section)["cells"]:
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if meta.get("grade") and str(meta.get("grade_id", "")).startswith("check_"):
+        name = exercise_of_grade_id(str(meta.get("grade_id", "")))
+        if meta.get("grade") and name is not None:
             points = meta.get("points", 0)
-            found[meta["grade_id"][len("check_"):]] = int(points) if float(points).is_integer() else points
+            found[name] = int(points) if float(points).is_integer() else points
     return found
+
+
+def exercise_of_grade_id(grade_id: str) -> str | None:
+    """``check_softmax`` -> ``softmax``, ``predict_qk_variance`` -> ``qk_variance``; None for another id."""
+    for prefix in GRADE_ID_PREFIXES:
+        if grade_id.startswith(prefix):
+            return grade_id[len(prefix):]
+    return None
 
 
 @functools.cache

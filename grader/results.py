@@ -106,9 +106,18 @@ class Result:
                 and set(self.points) <= set(self.max_points))
 
 
+#: A test cell's grade id: ``check_<exercise>``, or ``predict_<name>`` for a prediction (as
+#: ``course.progress.GRADE_ID_PREFIXES``, which ships to learners without grader/; a test holds them equal).
+GRADE_ID_PREFIXES = ("check_", "predict_")
+
+
 def exercise_name(grade_id: str) -> str:
-    """``check_softmax`` -> ``softmax``: the exercise a grade cell checks (a points column)."""
-    return grade_id[len("check_"):] if grade_id.startswith("check_") else grade_id
+    """``check_softmax`` -> ``softmax``, ``predict_qk_variance`` -> ``qk_variance``: the exercise a
+    grade cell checks (a points column)."""
+    for prefix in GRADE_ID_PREFIXES:
+        if grade_id.startswith(prefix):
+            return grade_id[len(prefix):]
+    return grade_id
 
 
 # ---------------------------------------------------------------- status

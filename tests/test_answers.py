@@ -10,7 +10,7 @@ import pytest
 from course.checking import single_thread
 from grader.checks import EXERCISES
 from samples import load_solution_namespace
-from tests import catalogue
+from tests import catalogue, dictation
 from tests.answers import assignment_of, declared, declared_sections
 
 ENTRIES = [e for section in declared_sections()
@@ -47,6 +47,8 @@ def test_planted_bug_fails_with_its_message(entry):
             f"expected /{entry.hidden}/ in: {failure}"
     if entry.mistake is not None and entry.mistake in EXERCISES[entry.exercise].mistakes:
         assert failure.mistake == entry.mistake, str(failure)
+    printed = dictation.answer_line_in(str(failure), entry.section, entry.exercise)
+    assert printed is None, f"the message prints a line of the answer ({printed}): {failure}"
 
 
 def test_every_declared_exercise_has_right_answers_and_bugs():

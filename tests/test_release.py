@@ -52,19 +52,22 @@ def test_no_solution_or_hidden_test_leaks(name):
 
 
 def test_refuses_to_overwrite_edited_learner_notebooks(tmp_path):
-    """Does generate refuse to overwrite a learner notebook with uncommitted edits?"""
+    """Does generate refuse to overwrite a learner notebook with uncommitted edits (and only after
+    it knows the assignment: an unknown name is a usage error, whatever the working tree)?"""
     notebooks = tmp_path / "notebooks"
-    (notebooks / "a").mkdir(parents=True)
-    work = notebooks / "a" / "work.ipynb"
+    (notebooks / "10.1-self-attention").mkdir(parents=True)
+    work = notebooks / "10.1-self-attention" / "work.ipynb"
     work.write_text("{}")
     git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "release"], cwd=tmp_path, check=True)
     work.write_text('{"my": "answers"}')
-    assert generate.edited_notebooks(notebooks) == ["notebooks/a/work.ipynb"]
+    assert generate.edited_notebooks(notebooks) == ["notebooks/10.1-self-attention/work.ipynb"]
     with pytest.raises(PublishError, match="(?s)Refusing to overwrite.*work.ipynb"):
         generate.generate(["10.1-self-attention"], release=notebooks)
+    with pytest.raises(UsageError, match="No assignment 'nope'"):
+        generate.generate(["nope"], release=notebooks)
     assert work.read_text() == '{"my": "answers"}'
 
 

@@ -14,8 +14,9 @@ import pytest
 
 from course import checking, progress
 from grader.checks import EXERCISES, SECTIONS, guarded_calls
+from grader.results import exercise_name
 from samples import graded_cells, notebook_path, visible_test
-from tests import catalogue
+from tests import catalogue, dictation
 from tests.answers import assignment_of
 
 ENTRIES = catalogue.build()
@@ -60,6 +61,8 @@ def test_visible_test_catches_planted_bug(entry):
     if entry.mistake is not None:
         assert getattr(failure, "mistake", None) == entry.mistake, catalogue.message(failure)
         assert entry.mistake.sentence() in str(failure)
+    printed = dictation.answer_line_in(str(failure), entry.section, entry.exercise)
+    assert printed is None, f"the message prints a line of the answer ({printed}): {failure}"
 
 
 def test_catalogue_has_the_bugs_the_issue_asks_for():
@@ -108,7 +111,7 @@ def test_points_come_from_the_notebook(section):
     """Does "where you stand" list every graded exercise of the notebook, in order, with the points
     of its nbgrader metadata, and is every one of them a hidden check?"""
     nb = nbformat.read(notebook_path(assignment_of(section)), as_version=4)
-    graded = {c.metadata["nbgrader"]["grade_id"].removeprefix("check_"): c.metadata["nbgrader"]["points"]
+    graded = {exercise_name(c.metadata["nbgrader"]["grade_id"]): c.metadata["nbgrader"]["points"]
               for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
     assert list(progress.exercises(section).items()) == list(graded.items())
     assert set(graded) <= set(EXERCISES)
@@ -151,19 +154,23 @@ def fresh_progress():
 
 def test_where_you_stand_blank_half_done_finished(fresh_progress):
     """Does the table show points, passed / failed with the diagnosis / not attempted, and the total?"""
+    points = progress.exercises("10.2")
+    total = sum(points.values())
     blank = progress.report("10.2")
-    assert blank.count("not attempted") == 3 and "0 / 8" in blank and "gradients" in blank
+    assert blank.count("not attempted") == len(points) and f"0 / {total}" in blank and "gradients" in blank
     progress.observe('"""Check softmax ..."""', None)
     failure = AssertionError("scaled_dot_product_attention differs ...\nThis looks like attention without "
                              "the 1/sqrt(d_k) scaling. Divide the scores by sqrt(d_k).")
     progress.observe('"""Check scaled_dot_product_attention ..."""', failure)
     progress.observe('"""Check dot_product_variance ..."""', NotImplementedError())
     half = progress.report("10.2")
-    assert "2 / 2  passed" in half and "0 / 4  failed" in half and "This looks like attention without" in half
-    assert "2 / 8" in half and "not attempted" in half
-    for name in progress.exercises("10.2"):
+    assert f"{points['softmax']} / {points['softmax']}  passed" in half \
+        and f"0 / {points['scaled_dot_product_attention']}  failed" in half \
+        and "This looks like attention without" in half
+    assert f"{points['softmax']} / {total}" in half and "not attempted" in half
+    for name in points:
         progress.observe(f'"""Check {name}"""', None)
-    assert "8 / 8" in progress.report("10.2") and "failed" not in progress.report("10.2")
+    assert f"{total} / {total}" in progress.report("10.2") and "failed" not in progress.report("10.2")
 
 
 def test_other_errors_are_named(fresh_progress):
@@ -203,3 +210,18 @@ def test_where_you_stand_without_its_notebook(tmp_path, monkeypatch):
         assert "no notebook of 10.1 was found" in progress.report("10.1")
     finally:
         progress.exercises.cache_clear()
+
+
+def test_a_prediction_is_graded_by_a_predict_cell():
+    """Is every prediction's test cell a ``predict_<name>`` cell, every ``predict_`` cell a
+    prediction's, and do the learner's side and grading's read grade ids alike?"""
+    from grader import results
+
+    assert progress.GRADE_ID_PREFIXES == results.GRADE_ID_PREFIXES
+    for section in sorted(SECTIONS):
+        nb = nbformat.read(notebook_path(assignment_of(section)), as_version=4)
+        for cell in nb.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            if cell.metadata.get("nbgrader", {}).get("grade"):
+                exercise = EXERCISES[exercise_name(grade_id)]
+                assert isinstance(exercise, checking.Prediction) == grade_id.startswith("predict_"), grade_id

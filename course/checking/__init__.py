@@ -16,6 +16,7 @@ whichever side speaks:
 - :mod:`.registry`: how an exercise's check is registered by name and found;
 - :mod:`.devices`: tensors made on a fixed device, found on the CPU alone;
 - :mod:`.exercise`: the one engine: an exercise's cases, run, compared, diagnosed (both sides);
+- :mod:`.predict`: predict-then-run questions (a number or a choice) on the same engine;
 - :mod:`.blocks`: the contract's Transformer blocks next to PyTorch's layers (weights copied in,
   masks in their polarity, dropout off in eval mode);
 - :mod:`.standins`: stand-in models decoders are checked on, and the checks of their ids.
@@ -51,13 +52,14 @@ from course.checking.outputs import (
     single_thread,
     with_gradients,
 )
+from course.checking.predict import Prediction, digest
 from course.checking.registry import gather_checks, passed, visible_check
 
 __all__ = [
-    "VARIANCE_RTOL", "Case", "CheckFailure", "Exercise", "Mistake", "NotAttempted", "Outputs", "Variants",
-    "angle_tolerance",
+    "VARIANCE_RTOL", "Case", "CheckFailure", "Exercise", "Mistake", "NotAttempted", "Outputs", "Prediction",
+    "Variants", "angle_tolerance",
     "call_learner", "check_unplaced_tensors", "close", "close_score", "compare_outputs",
-    "describe_difference", "diagnose",
+    "describe_difference", "diagnose", "digest",
     "expect_distinct", "expect_linear_layers", "expect_pair", "expect_shape", "expect_tensor", "expect_tuple",
     "expect_value_error",
     "explain_exception", "gather_checks", "generator", "passed", "randn", "seeded", "single_thread",

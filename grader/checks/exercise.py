@@ -58,7 +58,9 @@ class Exercise(checking.Exercise):
         finally:
             record.save(device)
         save_outcome(self.name, "hidden", None)
-        print(f"✓ {self.name}: {len(self.cases())} cases match {self.reference_name} on {device}.")
+        count = len(self.cases())
+        match = "case matches" if count == 1 else "cases match"
+        print(f"✓ {self.name}: {count} {match} {self.reference_name} on {device}.")
 
     def _check_all(self, impl, device: torch.device, record: integrity.Record) -> None:
         tampering = integrity.tamper_report()

@@ -67,18 +67,18 @@ def generate(names: list[str] | None = None, force: bool = False,
     ``solutions/``); returns the assignments written."""
     release = release or release_dir()
     source = source or solutions_dir()
-    edited = edited_notebooks(release)
+    names = names or assignment_names(source)
+    unknown = [name for name in names if not (source / name).is_dir()]
+    if unknown:
+        raise UsageError(f"No assignment {unknown[0]!r} in {source}; choose from "
+                         f"{assignment_names(source)}.")
+    edited = [path for path in edited_notebooks(release) if Path(path).parent.name in names]
     if edited and not force:
         raise PublishError(
             "Refusing to overwrite learner notebooks with uncommitted changes:\n  "
             + "\n  ".join(edited)
             + "\nCommit or move that work first, or pass --force to discard it."
         )
-    names = names or assignment_names(source)
-    unknown = [name for name in names if not (source / name).is_dir()]
-    if unknown:
-        raise UsageError(f"No assignment {unknown[0]!r} in {source}; choose from "
-                         f"{assignment_names(source)}.")
     release.mkdir(exist_ok=True)
     generate_assignments(names, source, release)
     return names
