@@ -157,7 +157,9 @@ def stops_where_words_go_on(model: nn.Module, sentences: Sequence[str], vocab: V
     model.eval()
     ids = pad_batch([vocab.encode(s) for s in going_on]).to(device)  # (B, n)
     start = 0 if window is None else max(0, position + 1 - window)
-    probs = torch.softmax(model(ids[:, start:position + 1])[:, -1].double(), dim=-1)  # (B, V): the next token
+    with single_thread():
+        logits = model(ids[:, start:position + 1])[:, -1]  # (B, V): the next token's
+    probs = torch.softmax(logits.double(), dim=-1)
     model.train(was_training)
     return Stops(len(going_on), probs[:, EOS].mean().item(), int((probs.argmax(dim=-1) == EOS).sum()))
 
