@@ -290,8 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
         "new-exercise", help="a new exercise's files and notebook cells, placeholders to fill",
         description="Write a new exercise of SECTION: its visible module (course/visible/), its "
                     "hidden check (grader/checks/), its answers (tests/answers/) and its cells in the "
-                    "solution notebook, every placeholder marked TODO(new-exercise) and failing until "
-                    "filled. Refuses a name the course has. See docs/course.md, \"Adding an exercise\".")
+                    "solution notebook, with placeholders that fail the tests until they are "
+                    "filled. Refuses a name the course has. See docs/course.md, \"Adding an "
+                    "exercise\".")
     scaffold.add_argument("section", help="the section, e.g. 10.5")
     scaffold.add_argument("name", help="the learner-facing name: a function (double) or a class (LayerNorm)")
     scaffold.add_argument("--kind", required=True, choices=["function", "module"],
