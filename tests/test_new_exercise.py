@@ -5,6 +5,8 @@ with nothing else registered by hand? And does it refuse a name the course has?"
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import os
 import re
@@ -16,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from grader.__main__ import main
+from grader.checks import EXERCISES, SECTIONS
 from grader.errors import UsageError
 from grader.scaffold import PLACEHOLDER, new_exercise
+from samples import graded_cells
+from tests.answers import assignment_of
 from tests.settings import ROOT
 
 SECTION, ASSIGNMENT = "10.5", "10.5-transformer-block"
@@ -45,6 +50,30 @@ def test_no_placeholder_is_left():
     """Is every TODO(new-exercise) the command wrote filled (the contract, the solution, the
     reference and the mistake, the answers)?"""
     assert placeholders_left(ROOT) == []
+
+
+def declared_exercises(package: Path) -> set[str]:
+    """The ``EXERCISE`` names the answers modules of a section declare (read, not imported)."""
+    found = set()
+    for path in sorted(package.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["EXERCISE"]:
+                found.add(node.value.value)
+    return found
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_every_exercise_has_its_pieces(section):
+    """Does every graded cell of a section's notebook have its registered hidden check (which the
+    clean-process verifier finds by name), its visible check and its declared answers, and no
+    piece exist without the notebook's cell? (Derived: no list of names to keep by hand.)"""
+    package = "s" + section.replace(".", "_")
+    graded = set(graded_cells(assignment_of(section)))
+    assert set(SECTIONS[section].EXERCISES) == graded
+    assert all(EXERCISES[name] is SECTIONS[section].EXERCISES[name] for name in graded)
+    assert {name[len("check_"):] for name in vars(importlib.import_module(f"course.visible.{package}"))
+            if name.startswith("check_")} == graded
+    assert declared_exercises(ROOT / "tests" / "answers" / package) == graded
 
 
 # ---------------------------------------------------------------- writing and refusing
@@ -211,5 +240,6 @@ def test_scaffold_fill_and_the_checks_pass(tmp_path):
                  "test_visible.py::test_points_come_from_the_notebook[10.5]",
                  "test_case_kinds.py::test_every_hidden_kind_has_a_visible_case[double]",
                  "test_layout.py::test_check_functions_are_bound_by_name[10.5]",
+                 "test_new_exercise.py::test_every_exercise_has_its_pieces[10.5]",
                  "test_new_exercise.py::test_no_placeholder_is_left"):
         assert f"tests/{test}" in passed, (test, filled.stdout[-3000:])
