@@ -169,11 +169,12 @@ def new_exercise(section: str, name: str, kind: str, root: Path | None = None) -
 def next_steps(section: str, name: str, written: list[Path], root: Path) -> str:
     """What the command prints: the files, the four places to fill, the one test command."""
     lines = [f"wrote {p.relative_to(root)}" for p in written]
-    lines += [f"Fill every {PLACEHOLDER} (the contract and the solution in the notebook, the "
-              "reference, the case and the mistake in the visible module, the answers), then run:",
-              f"  python -m pytest -q -n 0 tests/test_new_exercise.py tests/test_answers.py "
-              f"tests/test_visible.py tests/test_case_kinds.py -k '{name} or placeholder'",
-              f"and regenerate the learner notebook: python -m grader generate {written[-1].parent.name}"]
+    lines += [f"Fill every {PLACEHOLDER}: the contract and the solution in the notebook, the reference, "
+              "the case and the mistake in the visible module, the answers. Then run:",
+              "  python -m pytest -q -n 0 tests/test_answers.py tests/test_visible.py "
+              f"tests/test_case_kinds.py tests/test_new_exercise.py -k '{name} or placeholder or pieces'",
+              f"and regenerate the learner notebook before you commit: python -m grader generate "
+              f"{written[-1].parent.name}"]
     return "\n".join(lines)
 
 
