@@ -6,6 +6,7 @@ with nothing else registered by hand? And does it refuse a name the course has?"
 from __future__ import annotations
 
 import ast
+import csv
 import importlib
 import json
 import os
@@ -17,13 +18,14 @@ from pathlib import Path
 
 import pytest
 
+import samples
 from grader.__main__ import main
 from grader.checks import EXERCISES, SECTIONS
 from grader.errors import UsageError
 from grader.scaffold import PLACEHOLDER, new_exercise
 from samples import graded_cells
 from tests.answers import assignment_of
-from tests.settings import ROOT
+from tests.settings import ROOT, TIMEOUT
 
 SECTION, ASSIGNMENT = "10.5", "10.5-transformer-block"
 #: Where placeholders could be left behind (the scaffold's own templates aside).
@@ -213,7 +215,8 @@ COVERING = ["tests/test_new_exercise.py", "tests/test_answers.py", "tests/test_v
 def test_scaffold_fill_and_the_checks_pass(tmp_path):
     """In a copy of the course: run the command, see its placeholders fail the suite, fill the four
     places with double(x), regenerate the learner notebook, and see the answers, the visible
-    tests, the case kinds and the registration tests pass for it."""
+    tests, the case kinds and the registration tests pass for it; then grade a solved and a
+    planted submission through ``python -m grader autograde``: 1 point for double, and 0."""
     root = copy_of_the_course(tmp_path / "course")
     run = subprocess.run([sys.executable, "-m", "grader", "new-exercise", SECTION, "double", "--kind",
                           "function"], cwd=root, capture_output=True, text=True, timeout=120)
@@ -243,3 +246,19 @@ def test_scaffold_fill_and_the_checks_pass(tmp_path):
                  "test_new_exercise.py::test_every_exercise_has_its_pieces[10.5]",
                  "test_new_exercise.py::test_no_placeholder_is_left"):
         assert f"tests/{test}" in passed, (test, filled.stdout[-3000:])
+
+    # Graded as a class is: the solved notebook gets the exercise's point, the planted bug none.
+    subs = tmp_path / "subs"
+    right = samples.solved(ASSIGNMENT, root)
+    samples.write(right, subs, "right", ASSIGNMENT)
+    samples.write(samples.plant(right, "double", "def double(x):\n    return x + x + 1", append=False),
+                  subs, "wrong", ASSIGNMENT)
+    graded = subprocess.run([sys.executable, "-m", "grader", "autograde", str(subs), "--out",
+                             str(tmp_path / "out"), "--quiet", "--jobs", "2", "--timeout", str(TIMEOUT)],
+                            cwd=root, capture_output=True, text=True, timeout=600)
+    assert graded.returncode == 0, graded.stderr[-3000:]
+    with open(tmp_path / "out" / "grades.csv", newline="") as table:
+        rows = {row["student_id"]: row for row in csv.DictReader(table)}
+    assert rows["right"]["status"] == rows["wrong"]["status"] == "ok", rows
+    assert (float(rows["right"]["double"]), float(rows["wrong"]["double"])) == (1.0, 0.0), rows
+    assert float(rows["right"]["score"]) == float(rows["wrong"]["score"]) + 1, rows
