@@ -67,9 +67,10 @@ ALWAYS_POST = Mistake("always_post", "post-norm although norm_first=True", NORM_
 ALWAYS_PRE = Mistake("always_pre", "pre-norm although norm_first=False", NORM_RULE)
 NO_DROPOUT = Mistake("no_dropout", "sublayer outputs that are never dropped out (no dropout before the "
                                    "residual sums)",
-                     "In train() mode each sublayer's output goes through dropout before it is added to the "
-                     "residual stream, as in nn.TransformerDecoderLayer: with dropout=1.0 no sublayer adds "
-                     "anything, and the block is its LayerNorms alone (post-norm) or the identity (pre-norm).")
+                     "In train() mode each sublayer's output goes through dropout before it is added to "
+                     "the residual stream, as in nn.TransformerDecoderLayer: with dropout=1.0 no sublayer "
+                     "adds anything, and the block is its LayerNorms alone (post-norm) or the identity "
+                     "(pre-norm).")
 DROPOUT_AFTER_RESIDUAL = Mistake(
     "dropout_after_residual", "dropout applied after the residual sum instead of to the sublayer's output",
     "Dropout acts on what a sublayer returns, before the residual sum: the residual path itself is never "
