@@ -77,6 +77,12 @@ EMB_SCALE = Mistake("emb_scale", "embeddings multiplied by sqrt(d_model)",
                     "starts with values of size 1 already.")
 NO_TGT_POSITIONS = Mistake("no_tgt_positions", "target embeddings without the positional encoding",
                            "Apply self.pos_encoding to the target embeddings too.")
+ORDER = ("src_embed", "tgt_embed", "pos_encoding", "encoder_layers", "decoder_layers", "encoder_norm",
+         "decoder_norm", "out")  # the notebook's table, in the order of creation
+CREATION_ORDER = Mistake(
+    "creation_order", "the model's parts created in another order than the notebook's table",
+    "The order in which __init__ creates the parts fixes the random numbers each layer starts with (and "
+    "the order of model.parameters()): create them in the table's order, " + ", ".join(ORDER) + ".")
 NO_SRC_POSITIONS = Mistake("no_src_positions", "source embeddings without the positional encoding",
                            "Apply self.pos_encoding to the source embeddings too.")
 
@@ -206,7 +212,8 @@ def _mistake(**switch):
 
 
 def expect_layout(model: nn.Module, case: Case) -> None:
-    """The attributes of the notebook's table, distinct, with the contract's parameter names."""
+    """The attributes of the notebook's table, distinct, with the contract's parameter names, those that
+    hold weights created in the table's order."""
     d, (n_enc, n_dec), norm_first = MODEL_DIMS[3], case.params["layers"], case.params["norm_first"]
     kinds = {"src_embed": nn.Embedding, "tgt_embed": nn.Embedding, "pos_encoding": nn.Module,
              "encoder_layers": nn.ModuleList, "decoder_layers": nn.ModuleList,
@@ -238,6 +245,11 @@ def expect_layout(model: nn.Module, case: Case) -> None:
     if norm_first:
         want |= {f"{n}.{k}" for n in ("encoder_norm", "decoder_norm") for k in ("weight", "bias")}
     expect_parameters("Transformer", model, want, HOW)
+    have = list(dict.fromkeys(n.split(".")[0] for n, _ in model.named_parameters()))  # those with weights
+    if have != [name for name in ORDER if name in have]:
+        raise CheckFailure(f"Transformer's parts with weights come in the order {', '.join(have)} (the order "
+                           "of model.parameters(), which is the order __init__ assigned them in). "
+                           f"{CREATION_ORDER.sentence()}", CREATION_ORDER)
 
 
 class TransformerModel(Exercise):
@@ -339,6 +351,6 @@ class TransformerModel(Exercise):
 def check_Transformer(Transformer) -> None:
     """Layout, then encode, decode and forward against PyTorch's layers holding the same weights, with
     the gradients of every parameter: post- and pre-norm, relu and gelu, source padding, another pad_id;
-    causality and padding as properties of the model."""
+    causality and padding as properties of the model; the parts created in the table's order."""
     TransformerModel().run_cases(Transformer)
     passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id.")
