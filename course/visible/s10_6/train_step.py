@@ -247,8 +247,8 @@ def learner_outputs(train_step, setting: Setting, dtype: torch.dtype, device, wh
         loss = train_step(trial.model, src.clone(), tgt.clone(), trial.optimizer, **trial.options())
         if isinstance(loss, torch.Tensor) or not isinstance(loss, (float, int)) or isinstance(loss, bool):
             raise CheckFailure(f"train_step should return the loss as a Python float (the tensor's .item()), "
-                               f"but returned a {type(loss).__name__} in {where}. A tensor would keep the whole "
-                               "graph of the step alive, batch after batch.")
+                               f"but returned a {type(loss).__name__} in {where}. A tensor would keep the "
+                               "whole graph of the step alive, batch after batch.")
         if len(trial.model.modes) == seen:
             raise CheckFailure(f"train_step never called the model in {where} (call {i + 1}): the "
                                "logits come from the model, run on the source and the decoder's input.")
