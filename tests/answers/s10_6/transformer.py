@@ -282,7 +282,7 @@ def answers(solution):
             hidden=r"without the source padding mask \(memory_mask\)",
             mistake=NO_CROSS_PADDING),
         bug("pad 0 in forward", TransformerPadZero,
-            hidden=r"forward should build padding_mask\(src, self\.pad_id\)"),
+            hidden=r"forward builds the source padding mask with the model.s own pad_id"),
         bug("forward without mask", TransformerForwardNoMask, hidden=r"model\(src, tgt\) differs"),
         bug("no final norm (pre-norm)", TransformerNoFinalNorm, hidden=r"without their final LayerNorms",
             mistake=NO_FINAL_NORM),
