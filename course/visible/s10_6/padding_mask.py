@@ -52,7 +52,7 @@ def _with(fn, case: Case, device) -> dict:
 
 class PaddingMask(Exercise):
     name = "padding_mask"
-    reference_name = "True at every real token (an id other than pad_id), shaped (B, 1, 1, n)"
+    reference_name = "the mask of the real tokens (every id other than pad_id), shaped (B, 1, 1, n)"
     mistakes = {m: (lambda case, device, wrong=wrong: _with(wrong, case, device))
                 for m, wrong in WRONG.items()}
     visible_cases = CASES

@@ -353,4 +353,5 @@ def check_Transformer(Transformer) -> None:
     the gradients of every parameter: post- and pre-norm, relu and gelu, source padding, another pad_id;
     causality and padding as properties of the model; the parts created in the table's order."""
     TransformerModel().run_cases(Transformer)
-    passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id.")
+    passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id; "
+           "its parts are created in the table's order.")
