@@ -349,7 +349,8 @@ def _draw_decoder_only(ax) -> _Canvas:
         for start, end in (((x + 1.0, 0.97), (side, 0.97)), ((side, 0.97), (side, 7.45)),
                            ((side, 7.45), (x + 1.0, 7.45))):
             c.arrow(f"{m}_tied", start, end, style="-", colour=COLOURS["linear"], width=1.4)
-        c.label(f"{m}_tied", side + 0.15, 4.2, "one matrix: tied" if m == "gpt" else "tied here (LLaMA: untied)",
+        tie = "one matrix: tied" if m == "gpt" else "tied here (LLaMA: untied)"
+        c.label(f"{m}_tied", side + 0.15, 4.2, tie,
                 rotation=90, fontsize=7.5)
     return c
 

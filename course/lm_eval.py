@@ -264,7 +264,8 @@ def position_table(scores: Mapping[str, Score]) -> str:
     name_width = max(16, len(label) + 2, *(len(name) + 2 for name in scores))
     lines = [f"{'position':<{name_width}}" + "".join(f"{t:>8}" for t in range(width))]
     for name, score in scores.items():
-        cells = [f"{score.perplexity(t, t + 1):>8.2f}" if t < len(score.count) and score.count[t] else f"{'-':>8}"
+        cells = [f"{score.perplexity(t, t + 1):>8.2f}" if t < len(score.count) and score.count[t]
+                 else f"{'-':>8}"
                  for t in range(width)]
         lines.append(f"{name:<{name_width}}" + "".join(cells))
     lines.append(f"{label:<{name_width}}" + "".join(f"{first.count[t] if t < len(first.count) else 0:>8}"
