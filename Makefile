@@ -59,7 +59,7 @@ exchange-deps:
 test: install browser-deps sandbox-deps slurm-deps exchange-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
 
-## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 90 s).
+## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 60 s).
 test-fast: install
 	$(PYTHON) -m pytest -n 2 -m "not slow and not browser"
 

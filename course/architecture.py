@@ -70,6 +70,9 @@ DECODER_ONLY_PARTS = {
         ("softmax", "the softmax: the probabilities of the next token"))},
     "gpt_positions": "the GPT: learned positions, one vector per position up to max_len, added",
     "llama_rotary": "the Llama: rotary positions, turning q and k in every attention (10.4's apply_rotary)",
+    # Meta's LLaMA has an output matrix of its own; ours keeps the GPT's tie (10.7 says why)
+    "llama_tied": "the Llama: the output layer's weight is the token embedding's (tied, as our GPT's; "
+                  "Meta's LLaMA keeps two matrices)",
 }
 #: What 10.7 lights: everything but the GPT's block, which is 10.5's (norm_first=True).
 DECODER_ONLY_SECTION = tuple(p for p in DECODER_ONLY_PARTS if p not in (
@@ -87,6 +90,7 @@ SECTIONS = {
              "decoder_feed_forward", "decoder_add_norm_3", "decoder_residuals", "linear", "softmax"),
     "10.7": DECODER_ONLY_SECTION,  # parts of the decoder-only picture
     "10.8": ("outputs", "decoder_self_qkv", "decoder_cross_qkv", "softmax"),  # what decoding changes
+    "10.9": ("gpt_tokens", "gpt_embedding", "gpt_head", "gpt_tied", "gpt_softmax"),  # what tokens change
 }
 CAPTIONS = {
     "10.1": "10.1: queries, keys and values, three projections of each attention's input:\n"
@@ -96,10 +100,13 @@ CAPTIONS = {
     "10.4": "10.4: the positional encoding, added (+) to the token embeddings at both inputs",
     "10.5": "10.5: the encoder block, attention and feed-forward with residuals and norms, stacked N times",
     "10.6": "10.6: the decoder, joined to the encoder by cross-attention, and the output layer",
-    "10.7": "10.7: two decoder-only models, pre-norm, with a final norm and a tied output layer;\n"
+    "10.7": "10.7: two decoder-only models, pre-norm, with a final norm and a tied output layer\n"
+            "(Meta's LLaMA has its own; ours keeps the GPT's tie);\n"
             "in colour what this notebook builds (the GPT's block is 10.5's)",
     "10.8": "10.8: decoding: a word chosen from the softmax is fed back as the next output;\n"
             "the keys and values of the decoder's attention are cached",
+    "10.9": "10.9: 10.7's GPT unchanged inside; the tokens it reads and the vocabulary of its\n"
+            "embedding, output layer and softmax change with the tokenizer",
 }
 
 COLOURS = {"attention": "#f9c98a", "norm": "#f3ef9f", "feed": "#a9d3f2", "embedding": "#f5b5c4",
@@ -342,7 +349,9 @@ def _draw_decoder_only(ax) -> _Canvas:
         for start, end in (((x + 1.0, 0.97), (side, 0.97)), ((side, 0.97), (side, 7.45)),
                            ((side, 7.45), (x + 1.0, 7.45))):
             c.arrow(f"{m}_tied", start, end, style="-", colour=COLOURS["linear"], width=1.4)
-        c.label(f"{m}_tied", side + 0.15, 4.2, "one matrix: tied", rotation=90, fontsize=7.5)
+        tie = "one matrix: tied" if m == "gpt" else "tied here (LLaMA: untied)"
+        c.label(f"{m}_tied", side + 0.15, 4.2, tie,
+                rotation=90, fontsize=7.5)
     return c
 
 

@@ -81,9 +81,10 @@ def gpt2_init(model: nn.Module, std: float = 0.02) -> nn.Module:
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW's parameter groups, as GPT-3 and nanoGPT: weight decay on the weights of the
-    Linear layers only; none on biases, norms or embeddings (a Linear weight tied to an
-    embedding, as a GPT's output layer, counts as the embedding)."""
+    """AdamW's parameter groups, as minGPT's: weight decay on the weights of the Linear layers
+    only; none on biases, norms or embeddings (a Linear weight tied to an embedding, as a GPT's
+    output layer, counts as the embedding). nanoGPT decays every 2-D parameter instead,
+    embeddings included, and exempts only biases and norms."""
     embeddings = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     decayed = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)} - embeddings
     params = list(model.parameters())  # each shared parameter once

@@ -26,7 +26,7 @@ from torch import nn
 
 from course.checking.outputs import single_thread
 from course.floor import Floor
-from course.translation import PAD, Vocab, pad_batch
+from course.translation import EOS, PAD, Vocab, pad_batch
 
 LossFn = Callable[..., torch.Tensor]  # lm_loss(logits, targets, pad_id, label_smoothing)
 
@@ -88,16 +88,25 @@ def positions_seen(sentences: Iterable[str]) -> int:
     return 1 + max(len(s.split()) for s in sentences)
 
 
+#: What :func:`score_model` can count: every predicted token, the words only, or <eos> only.
+TARGETS = ("all", "words", "<eos>")
+
+
 @torch.no_grad()
 def score_model(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
-                batch_size: int = 200, window: int | None = None) -> Score:
+                batch_size: int = 200, window: int | None = None, targets: str = "all") -> Score:
     """Score a model (ids (B, n) -> logits (B, n, V)) on ``sentences``, position by position,
     with ``loss_fn(logits, targets, PAD, 0.0)`` (a mean: times its count).
 
     ``window``: the most tokens the model can read (a GPT's ``max_len``). A target further
     on is predicted from the last ``window`` tokens only (the sentence's start falls out),
     one forward pass per such position. None: the model reads every sentence whole.
+
+    ``targets``: which predicted tokens count: "all", "words" (every token but <eos>) or
+    "<eos>" (the end of each sentence only); the others are handed to ``loss_fn`` as PAD.
     """
+    if targets not in TARGETS:
+        raise ValueError(f"targets must be one of {', '.join(map(repr, TARGETS))}, not {targets!r}")
     device = next(model.parameters()).device
     tally, was_training = _Tally(), model.training
     model.eval()
@@ -105,11 +114,14 @@ def score_model(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_f
         for start in range(0, len(sentences), batch_size):
             batch = sentences[start:start + batch_size]
             ids = pad_batch([vocab.encode(s) for s in batch]).to(device)  # (B, n)
-            inputs, targets = ids[:, :-1], ids[:, 1:]  # (B, n - 1) each
+            inputs, predicted = ids[:, :-1], ids[:, 1:]  # (B, n - 1) each
+            if targets != "all":  # the tokens that do not count become padding
+                left_out = predicted == EOS if targets == "words" else predicted != EOS
+                predicted = predicted.masked_fill(left_out, PAD)
             whole = inputs.shape[1] if window is None else min(window, inputs.shape[1])
             logits = model(inputs[:, :whole])  # (B, whole, V)
             for t in range(inputs.shape[1]):
-                rows = targets[:, t] != PAD  # (B,): the sentences that still have a token here
+                rows = predicted[:, t] != PAD  # (B,): the sentences that have a counted token here
                 kept = int(rows.sum())
                 if not kept:
                     continue
@@ -117,9 +129,39 @@ def score_model(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_f
                     here = logits[rows, t:t + 1]  # (kept, 1, V)
                 else:  # beyond the window: read the last `window` tokens only
                     here = model(inputs[rows, t + 1 - window:t + 1])[:, -1:]  # (kept, 1, V)
-                tally.add(t, loss_fn(here, targets[rows, t:t + 1], PAD, 0.0).item() * kept, kept)
+                tally.add(t, loss_fn(here, predicted[rows, t:t + 1], PAD, 0.0).item() * kept, kept)
     model.train(was_training)
     return tally.score()
+
+
+@dataclass(frozen=True)
+class Stops:
+    """Where a sentence goes on with a word at one target position: how many sentences do, the mean
+    probability a model gives <eos> there, and in how many <eos> is its most likely token (greedy
+    decoding would end the sentence there)."""
+
+    sentences: int
+    mean_eos_probability: float
+    eos_first: int
+
+
+@torch.no_grad()
+def stops_where_words_go_on(model: nn.Module, sentences: Sequence[str], vocab: Vocab, position: int,
+                            window: int | None = None) -> Stops:
+    """How much a model wants to stop at target ``position`` (0: the first word) of the sentences
+    whose token there is a word, not <eos>; reading at most the last ``window`` tokens."""
+    going_on = [s for s in sentences if len(s.split()) > position]
+    if not going_on:
+        raise ValueError(f"no sentence has a word at target position {position}")
+    device, was_training = next(model.parameters()).device, model.training
+    model.eval()
+    ids = pad_batch([vocab.encode(s) for s in going_on]).to(device)  # (B, n)
+    start = 0 if window is None else max(0, position + 1 - window)
+    with single_thread():
+        logits = model(ids[:, start:position + 1])[:, -1]  # (B, V): the next token's
+    probs = torch.softmax(logits.double(), dim=-1)
+    model.train(was_training)
+    return Stops(len(going_on), probs[:, EOS].mean().item(), int((probs.argmax(dim=-1) == EOS).sum()))
 
 
 class CountLM:
@@ -210,6 +252,24 @@ def length_table(scores: Mapping[str, Score], seen: int) -> str:
         lines.append(f"{name:<16}{score.perplexity(0, seen):>16.3f}{beyond:>17.3f}{score.perplexity():>9.3f}")
     tokens = next(iter(scores.values()))
     lines.append(f"{'(tokens)':<16}{tokens.tokens(0, seen):>16}{tokens.tokens(seen):>17}{tokens.tokens():>9}")
+    return "\n".join(lines)
+
+
+def position_table(scores: Mapping[str, Score]) -> str:
+    """One line per score: the perplexity at each target position (0: the first word), "-" where
+    it has no token; last, the number of tokens at each position of the first score."""
+    width = max(len(score.count) for score in scores.values())
+    first_name, first = next(iter(scores.items()))
+    label = f"(tokens: {first_name})"
+    name_width = max(16, len(label) + 2, *(len(name) + 2 for name in scores))
+    lines = [f"{'position':<{name_width}}" + "".join(f"{t:>8}" for t in range(width))]
+    for name, score in scores.items():
+        cells = [f"{score.perplexity(t, t + 1):>8.2f}" if t < len(score.count) and score.count[t]
+                 else f"{'-':>8}"
+                 for t in range(width)]
+        lines.append(f"{name:<{name_width}}" + "".join(cells))
+    lines.append(f"{label:<{name_width}}" + "".join(f"{first.count[t] if t < len(first.count) else 0:>8}"
+                                                   for t in range(width)))
     return "\n".join(lines)
 
 

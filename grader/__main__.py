@@ -11,6 +11,7 @@ Commands:
   regrade    grade named students again, keeping everyone else's rows and what they had before
   export     the grades as Canvas's or Moodle's grade import reads them
   feedback   the feedback pages as one zip per student (and Canvas's bulk-upload zips)
+  new-exercise  a new exercise's files and notebook cells, placeholders to fill (docs/course.md)
 """
 
 from __future__ import annotations
@@ -151,6 +152,16 @@ def _gradebook(args: argparse.Namespace) -> int:
     return 0
 
 
+def _new_exercise(args: argparse.Namespace) -> int:
+    from grader.paths import course_root
+    from grader.scaffold import new_exercise, next_steps
+
+    root = course_root()
+    written = new_exercise(args.section, args.name, args.kind, root)
+    print(next_steps(args.section, args.name, written, root))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -274,6 +285,19 @@ def build_parser() -> argparse.ArgumentParser:
     bundles.add_argument("out", help="the --out folder of autograde (or of merge)")
     bundles.add_argument("--to", help="folder for the zips (default OUT/feedback-bundles)")
     bundles.set_defaults(run=_feedback)
+
+    scaffold = commands.add_parser(
+        "new-exercise", help="a new exercise's files and notebook cells, placeholders to fill",
+        description="Write a new exercise of SECTION: its visible module (course/visible/), its "
+                    "hidden check (grader/checks/), its answers (tests/answers/) and its cells in the "
+                    "solution notebook, with placeholders that fail the tests until they are "
+                    "filled. Refuses a name the course has. See docs/course.md, \"Adding an "
+                    "exercise\".")
+    scaffold.add_argument("section", help="the section, e.g. 10.5")
+    scaffold.add_argument("name", help="the learner-facing name: a function (double) or a class (LayerNorm)")
+    scaffold.add_argument("--kind", required=True, choices=["function", "module"],
+                          help="a function the learner writes, or an nn.Module class")
+    scaffold.set_defaults(run=_new_exercise)
     return parser
 
 

@@ -53,6 +53,7 @@ class ExportSummary:
     no_submission: list[str] = field(default_factory=list)  # roster rows with no result
     flagged: list[str] = field(default_factory=list)  # left empty (or exported, if asked)
     retry: list[str] = field(default_factory=list)  # the grader's failure: left empty
+    ungradable: list[str] = field(default_factory=list)  # no gradable submission: left empty, with why
     included_flagged: bool = False
 
     def text(self) -> str:
@@ -70,6 +71,8 @@ class ExportSummary:
         if self.retry:
             lines.append(f"the grader failed, left empty until a rerun grades them ({len(self.retry)}): "
                          + ", ".join(self.retry))
+        if self.ungradable:
+            lines.append(f"not gradable, left empty ({len(self.ungradable)}): " + "; ".join(self.ungradable))
         return "\n".join(lines)
 
 
@@ -92,7 +95,9 @@ def read_roster(path: Path) -> dict[str, dict[str, str]]:
 
 
 def grade_cell(result: Result, include_flagged: bool) -> str:
-    if result.retry or (result.status == FLAGGED and not include_flagged):
+    """The LMS's cell: empty for a row that is not a grade yet (the grader's failure, a flagged
+    row until reviewed, a submission that could not be graded: missing, misnamed, unreadable)."""
+    if result.status == ERROR or (result.status == FLAGGED and not include_flagged):
         return ""
     return number(result.final_score)
 
@@ -123,6 +128,8 @@ def export(out: Path, lms: str, roster_path: Path | None = None, dest: Path | No
                 summary.flagged.append(f"{student}/{r.assignment}")
             if r.status == ERROR and r.retry:
                 summary.retry.append(f"{student}/{r.assignment}")
+            elif r.status == ERROR:
+                summary.ungradable.append(f"{student}/{r.assignment} ({r.reason})")
     if lms == "canvas":
         missing = [s for s in students if not canvas_id(s, by_student, roster)]
         if missing:
@@ -143,15 +150,21 @@ def export(out: Path, lms: str, roster_path: Path | None = None, dest: Path | No
         grades = [grade_cell(own[a], include_flagged) if a in own else "" for a in assignments]
         entry = (roster or {}).get(student, {})
         if lms == "canvas":
-            writer.writerow([entry.get("name") or student, canvas_id(student, by_student, roster),
-                             entry.get("sis_user_id", ""), entry.get("sis_login_id", ""),
-                             entry.get("section", "")] + grades)
+            name = entry.get("name") or lms_name(student, by_student)
+            writer.writerow([name, canvas_id(student, by_student, roster), entry.get("sis_user_id", ""),
+                             entry.get("sis_login_id", ""), entry.get("section", "")] + grades)
         else:
             writer.writerow([entry.get("first_name", ""), entry.get("last_name", ""),
                              entry.get("id_number", ""), entry.get("email", "")] + grades)
         summary.rows += 1
     atomic_write(summary.path, buffer.getvalue())
     return summary
+
+
+def lms_name(student: str, by_student: dict[str, dict[str, Result]]) -> str:
+    """The name the LMS's files gave the student (its folder name when none did)."""
+    names = {r.lms.get("name") for r in by_student.get(student, {}).values() if r.lms.get("name")}
+    return names.pop() if len(names) == 1 else student
 
 
 def canvas_id(student: str, by_student: dict[str, dict[str, Result]],
@@ -199,6 +212,7 @@ def feedback_bundles(out: Path, dest: Path | None = None) -> list[Path]:
                 for page in r.feedback:
                     late = "late_" if r.lms.get("late") == "yes" else ""
                     ids = f"{r.lms['user_id']}_{r.lms['submission_id']}"
-                    bundle.write(out / page, f"{r.student_id}_{late}{ids}_{Path(page).name}")
+                    name = r.lms.get("name", r.student_id)
+                    bundle.write(out / page, f"{name}_{late}{ids}_{Path(page).name}")
         written.append(path)
     return written

@@ -251,7 +251,7 @@ def test_grades_csv_late_columns(term):
     assert any(w["late_penalty"] != "0" for w in want.values()), "the class has no late penalty to check"
     canvas = grades(term.course / "graded/10.1-canvas/grades.csv")
     assert {s: {c: r[c] for c in COLUMNS} for s, r in canvas.items()} == {
-        s: expected_row(term, n, None, late) for s, (n, _, _, late) in CANVAS.items()}
+        f"{s}-{user}": expected_row(term, n, None, late) for s, (n, user, _, late) in CANVAS.items()}
 
 
 def test_gradebook_holds_the_penalty(term):
@@ -285,8 +285,8 @@ def test_feedback_released_and_fetched(term):
 
 def test_feedback_bundles(term):
     folder = term.course / "graded/10.1-canvas/feedback-bundles"
-    assert {p.name for p in folder.iterdir()} == {"eve.zip", "fay.zip", f"canvas-{A}.zip"}
-    with zipfile.ZipFile(folder / "eve.zip") as zf:
+    assert {p.name for p in folder.iterdir()} == {"eve-1001.zip", "fay-1002.zip", f"canvas-{A}.zip"}
+    with zipfile.ZipFile(folder / "eve-1001.zip") as zf:
         assert zf.namelist() == [f"{A}/{NB}.html"]
     with zipfile.ZipFile(folder / f"canvas-{A}.zip") as zf:
         assert sorted(zf.namelist()) == sorted(f"{s}_{'late_' if late else ''}{user}_{sub}_{NB}.html"

@@ -71,7 +71,9 @@ EXPECTED = {
     "test-stripped": (0, 2, "ok", "restored"),
     "test-pasted-twice": (2, 2, "ok", "appears twice"),
     "invalid-json": (None, None, "error", "not a valid notebook"),
-    "wrong-name": (None, None, "error", "self_attention (1).ipynb instead of"),
+    "wrong-name": (2, 2, "flagged", "renamed: self_attention (1).ipynb graded as self_attention.ipynb"),
+    "two-names": (None, None, "error", "found Untitled.ipynb, Untitled1.ipynb instead of"),
+    "copy1": (2, 2, "flagged", "also handed in self_attention-Copy1.ipynb"),
     "missing-notebook": (None, None, "error", "no self_attention.ipynb"),
     "empty-folder": (None, None, "error", "folder is empty"),
     "empty-student": (None, None, "error", "no submission"),
@@ -326,7 +328,7 @@ def test_rerun_skips_unchanged_and_regrades_changed(batch, cache, tmp_path):
 
 def test_shards_merge_into_the_unsharded_csv(batch, tmp_path, cache):
     """Do shard outputs merge into the grades.csv an unsharded run writes?"""
-    names = ["correct", "invalid-json", "wrong-name", "empty-folder", "empty-student"]
+    names = ["correct", "invalid-json", "two-names", "empty-folder", "empty-student"]
     root = planted.build(tmp_path / "subs", names)
     outs = []
     for k in (1, 2):

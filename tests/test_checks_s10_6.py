@@ -229,3 +229,31 @@ def test_no_shipped_function_is_a_train_step():
     assert not passing, passing
     with pytest.raises(AssertionError, match="train_step raised"):  # the hidden check itself, once
         s10_6.check_train_step(shipped["course.visible.s10_6.train_step.expected"])
+
+
+# ---------------------------------------------------------------- issue 33: named on both sides
+
+ISSUE_33 = {"DecoderBlock": ("no sublayer dropout", "dropout after the residual sum",
+                             "dropout on the sublayer's input", "FeedForward without dropout",
+                             "norms created first", "cross_attn created before self_attn"),
+            "Transformer": ("out created before the blocks", "decoder blocks created before the encoder's"),
+            "greedy_decode": ("the notebook's PAD instead of model.pad_id",),
+            "train_step": ("scored on tgt[:, :-1]", "zero_grad between backward() and step()",
+                           "clip_grad_value_", "reduction='sum'", "model.eval()")}
+NAMED = [e for e in declared("10.6", load_solution_namespace(ASSIGNMENT))
+         if e.label in ISSUE_33.get(e.exercise, ())]
+
+
+def test_issue_33_bugs_are_planted():
+    """Is every mistake issue 33 lists for 10.6 planted, with the Mistake it must be named by?"""
+    assert {(e.exercise, e.label) for e in NAMED if e.mistake} == \
+        {(exercise, label) for exercise, labels in ISSUE_33.items() for label in labels}
+
+
+@pytest.mark.parametrize("entry", NAMED, ids=lambda e: f"{e.exercise}: {e.label}")
+def test_issue_33_bug_named_on_both_sides(entry):
+    """Do the visible test and grading both reject it naming its Mistake (those outside an exercise's
+    table of variants too: the creation order, the global PAD), with the mistake's sentence?"""
+    for failure in (catalogue.run_visible(entry), catalogue.run_hidden(entry)):
+        assert getattr(failure, "mistake", None) == entry.mistake, catalogue.message(failure)
+        assert entry.mistake.sentence() in str(failure)

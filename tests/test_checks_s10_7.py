@@ -196,3 +196,83 @@ def test_visible_checks_run_on_a_torch_without_rms_norm(solution_10_7, monkeypat
     monkeypatch.delattr(nn, "RMSNorm")
     visible_10_7.check_RMSNorm(solution_10_7["RMSNorm"])
     visible_10_7.check_LlamaBlock(solution_10_7["LlamaBlock"])
+
+
+def test_the_stand_ins_of_llama_block_earn_no_credit():
+    """Is an RMSNorm or SwiGLU built on the stand-ins LlamaBlock's check puts in place of the learner's parts
+    refused, on both sides (they hold the reference)?"""
+
+    class OnStandInNorm(llama_block.StandInRMSNorm):
+        def __init__(self, d_model, eps=1e-6):
+            super().__init__(torch.ones(d_model), eps)
+
+    class OnStandInSwiGLU(llama_block.StandInSwiGLU):
+        def __init__(self, d_model, d_ff):
+            super().__init__(swiglu_layers(d_model, d_ff))
+
+    for check in (visible_10_7.check_RMSNorm, s10_7.check_RMSNorm):
+        with pytest.raises(CheckFailure, match="No credit for RMSNorm.*StandInRMSNorm"):
+            check(OnStandInNorm)
+    for check in (visible_10_7.check_SwiGLU, s10_7.check_SwiGLU):
+        with pytest.raises(CheckFailure, match="No credit for SwiGLU.*StandInSwiGLU"):
+            check(OnStandInSwiGLU)
+
+
+def swiglu_layers(d_model, d_ff) -> nn.Module:
+    layers = nn.Module()
+    layers.w1, layers.w2, layers.w3 = (nn.Linear(a, b, bias=False) for a, b in
+                                       ((d_model, d_ff), (d_ff, d_model), (d_model, d_ff)))
+    return layers
+
+
+def test_llama_block_runs_the_reference_parts(solution_10_7):
+    """Does LlamaBlock's check put nn.RMSNorm's function (with the eps each norm was given) and the SwiGLU
+    reference in place of the learner's parts, and leave PyTorch's nn.RMSNorm alone?"""
+    block = llama_block.with_reference_parts(solution_10_7["LlamaBlock"](8, 2, 6, eps=0.25))
+    assert isinstance(block.norm1, llama_block.StandInRMSNorm) and block.norm1.eps == 0.25
+    assert isinstance(block.ffn, llama_block.StandInSwiGLU)
+    assert set(dict(block.named_parameters())) == set(llama_block.Config(8, 2, 6).shapes())
+    if hasattr(nn, "RMSNorm"):
+        block.norm2 = nn.RMSNorm(8, eps=0.5)
+        assert isinstance(llama_block.with_reference_parts(block).norm2, nn.RMSNorm)
+
+
+def answer_lines(assignment: str) -> set[str]:
+    """The computing lines of a solution notebook's answers: between ### BEGIN SOLUTION and ### END
+    SOLUTION, comments stripped, whitespace normalised, 12 characters or more."""
+    import json
+    import re
+
+    from tests.answers import ROOT
+
+    (path,) = (ROOT / "solutions" / assignment).glob("*.ipynb")
+    lines, inside = set(), False
+    for cell in json.loads(path.read_text())["cells"]:
+        for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else ():
+            if "### BEGIN SOLUTION" in line or "### END SOLUTION" in line:
+                inside = "BEGIN" in line
+                continue
+            line = " ".join(re.sub(r"\s+#.*$", "", line).split())
+            if inside and len(line) >= 12 and not line.startswith("#"):
+                lines.add(line)
+    return lines
+
+
+def test_no_message_prints_an_answer_line():
+    """Does no text of the 10.7 checks (messages, Mistake hints, the contract's HOW), on either side, hold
+    a line of the solution, with or without its self.? (A hint names the mistake and where to look.)"""
+    import ast
+
+    from tests.answers import ROOT
+
+    lines = answer_lines("10.7-gpt")
+    assert len(lines) > 30
+    found = []
+    for folder in ("course/visible/s10_7", "grader/checks/s10_7"):
+        for path in sorted((ROOT / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    text = " ".join(node.value.split())
+                    found += [f"{path.name}:{node.lineno}: {line}" for line in lines
+                              if line in text or line.replace("self.", "") in text.replace("self.", "")]
+    assert not found, found

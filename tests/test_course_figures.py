@@ -143,7 +143,7 @@ def test_decoder_only_picture_shows_what_10_7_builds():
     fig = arch.architecture("10.7")
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {"learned\npositions", "rotary on q, k", "final LayerNorm", "final RMSNorm", "SwiGLU feed-forward",
-            "linear (tied)", "one matrix: tied"} <= texts
+            "linear (tied)", "one matrix: tied", "tied here (LLaMA: untied)"} <= texts
     assert not any("cross" in t or "encoder" in t for t in texts)
     plt.close(fig)
     fig, ax = plt.subplots()

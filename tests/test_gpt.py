@@ -22,8 +22,10 @@ from course.lm_eval import (
     length_table,
     perplexity_by_position,
     perplexity_table,
+    position_table,
     positions_seen,
     score_model,
+    stops_where_words_go_on,
     unseen_sentences,
 )
 from course.translation import BOS, EOS, PAD, Vocab, tokenize
@@ -232,6 +234,58 @@ def test_score_model_sums_the_loss_position_by_position():
                                                 rel=1e-5)
 
 
+def test_score_model_counts_words_or_eos_only_when_asked():
+    """Do the words' and <eos>'s scores count only their own tokens and add up to the whole score,
+    position by position; and is an unknown kind of target an error that lists the known ones?"""
+    torch.manual_seed(0)
+    model = Bigram(len(VOCAB))
+    expected = per_token_nll(model, SENTENCES, VOCAB)
+    whole = score_model(model, SENTENCES, VOCAB, cross_entropy)
+    words = score_model(model, SENTENCES, VOCAB, cross_entropy, targets="words")
+    eos = score_model(model, SENTENCES, VOCAB, cross_entropy, targets="<eos>", batch_size=2)
+    # "a b", "b", "a a b c": <eos> is predicted at target positions 2, 1 and 4
+    assert words.count == (3, 2, 1, 1) and eos.count == (0, 1, 1, 0, 1)
+    assert eos.nll[4] == pytest.approx(expected[4][0], rel=1e-5)  # the only token at position 4
+    for t, count in enumerate(whole.count):
+        in_words = words.count[t] if t < len(words.count) else 0
+        assert in_words + eos.count[t] == count
+        assert (words.nll[t] if in_words else 0.0) + eos.nll[t] == pytest.approx(whole.nll[t], rel=1e-5)
+    with pytest.raises(ValueError, match="'all', 'words', '<eos>'"):
+        score_model(model, SENTENCES, VOCAB, cross_entropy, targets="nouns")
+
+
+class AlwaysStops(nn.Module):
+    """Logits that favour <eos> at the positions from ``at`` on, the first word before: records the
+    lengths it reads."""
+
+    def __init__(self, vocab_size, at):
+        super().__init__()
+        self.vocab_size, self.at, self.lengths = vocab_size, at, []
+        self.dummy = nn.Parameter(torch.zeros(()))
+
+    def forward(self, ids):
+        self.lengths.append(ids.shape[1])
+        B, n = ids.shape
+        logits = torch.zeros(B, n, self.vocab_size)
+        logits[:, :, EOS] = torch.where(torch.arange(n) >= self.at, 2.0, -2.0)
+        return logits + self.dummy
+
+
+def test_stops_where_words_go_on_counts_the_sentences_that_continue():
+    """Does it look only at the sentences with a word at the position, give <eos>'s mean probability
+    there and how often <eos> comes first, read at most ``window`` tokens, and refuse a position no
+    sentence reaches?"""
+    model = AlwaysStops(len(VOCAB), at=1)
+    stops = stops_where_words_go_on(model, SENTENCES, VOCAB, 1)  # "a b" and "a a b c" go on after word 1
+    p = math.exp(2.0) / (math.exp(2.0) + len(VOCAB) - 1)
+    assert stops.sentences == 2 and stops.eos_first == 2 and stops.mean_eos_probability == pytest.approx(p)
+    model.lengths.clear()
+    early = stops_where_words_go_on(model, SENTENCES, VOCAB, 3, window=1)  # one token read: index 0 < at
+    assert model.lengths == [1] and early.sentences == 1 and early.eos_first == 0
+    with pytest.raises(ValueError, match="no sentence has a word at target position 4"):
+        stops_where_words_go_on(model, SENTENCES, VOCAB, 4)
+
+
 class LastTokens(nn.Module):
     """Logits from the current token and the one before (none at the start): records what it reads."""
 
@@ -314,6 +368,10 @@ def test_tables_show_every_model_the_floor_and_the_positions():
     assert f"{scores['one'].bits_per_token() - floor.bits_per_token:+.3f}" in table[1]
     lines = length_table(scores, seen=2).splitlines()
     assert f"{math.exp(1.5):.3f}" in lines[1] and f"{math.e:.3f}" in lines[1] and "nan" in lines[2]
+    rows = position_table(scores).splitlines()
+    assert rows[0].split() == ["position", "0", "1", "2"]
+    assert rows[-1].split() == ["(tokens:", "one)", "2", "2", "1"]
+    assert rows[2].split() == ["two", f"{math.e:.2f}", f"{math.e:.2f}", "-"]
     ax = perplexity_by_position(scores, seen=2)
     assert [list(line.get_xdata()) for line in ax.lines[:2]] == [[0, 1, 2], [0, 1]]
     assert list(ax.lines[0].get_ydata()) == pytest.approx([math.e ** 2, math.e, math.e])

@@ -107,10 +107,11 @@ def test_canvas_zip_keeps_user_id_and_late_marker(tmp_path):
         zf.writestr("roebob_2345_6789_self_attention-1.ipynb", "{}")
     root = extract_zip(archive, tmp_path / "x", course_assignments(ROOT / "solutions"))
     lms = read_lms(root)
-    assert lms[("doejane", A)] | {"file": ""} == {"lms": "canvas", "user_id": "1234", "submission_id": "5678",
-                                                    "late": "yes", "file": ""}
-    assert (lms[("roebob", A)]["user_id"], lms[("roebob", A)]["late"]) == ("2345", "no")
-    assert (root / "doejane" / A / "self_attention.ipynb").is_file()
+    assert lms[("doejane-1234", A)] | {"file": ""} == {
+        "lms": "canvas", "user_id": "1234", "submission_id": "5678", "late": "yes", "name": "doejane",
+        "file": ""}
+    assert (lms[("roebob-2345", A)]["user_id"], lms[("roebob-2345", A)]["late"]) == ("2345", "no")
+    assert (root / "doejane-1234" / A / "self_attention.ipynb").is_file()
 
 
 # ---------------------------------------------------------------- export
@@ -140,6 +141,16 @@ def test_canvas_export_needs_no_roster_and_leaves_flagged_rows_empty(tmp_path):
     assert "flagged, left empty" in summary.text() and "bo/10.1-self-attention" in summary.text()
     export(out, "canvas", include_flagged=True)
     assert "bo,12,,,,2\n" in summary.path.read_text()
+
+
+def test_ungradable_rows_are_exported_empty_and_listed(tmp_path):
+    """A submission that could not be graded (misnamed, missing) is no grade: its LMS cell is
+    empty, not 0, and the export lists it with the reason."""
+    why = "found Untitled.ipynb, Untitled1.ipynb instead of self_attention.ipynb"
+    rows = [canvas("ada", "11"), canvas("bo", "12", score=0.0, status=report.ERROR, reason=why)]
+    summary = export(run_out(tmp_path, rows), "canvas")
+    assert summary.path.read_text().splitlines()[-1] == "bo,12,,,,"
+    assert "not gradable, left empty (1): bo/10.1-self-attention (found Untitled.ipynb" in summary.text()
 
 
 def test_canvas_export_without_ids_stops(tmp_path):

@@ -323,6 +323,61 @@ def test_dated_measurements_live_in_the_bench_report():
     assert not dated_lines("--deadline 2026-12-01T23:59:00+01:00 and `2026-12-01 20:00:00 UTC`")
 
 
+def performance_targets() -> dict[str, str]:
+    """docs/course.md's Performance table: what is measured -> its target."""
+    section = (ROOT / "docs" / "course.md").read_text().split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (.+?) \| (.+?) \|$", section, flags=re.M)
+    return {what: target for what, target in rows if what != "what" and not set(what) <= set("-|")}
+
+
+#: A time target as the docs and the Makefile's help word it ("under 60 s", "target 60 s").
+SECONDS = re.compile(r"\b(?:under|target) (\d+) s\b")
+
+
+def module_constants(path: Path) -> dict:
+    """The literal module-level constants of a Python file, read without importing it."""
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                pass
+    return found
+
+
+def test_time_targets_agree_with_the_performance_table():
+    """Does every test-fast and notebook run-time target that README.md, docs/*.md, the Makefile's
+    help and bench/report.md state agree with docs/course.md's Performance table, and the table's
+    notebook targets with the ones bench/notebooks.py checks? (Covers lines naming test-fast or the
+    edit-test loop, and lines naming a notebook with "under/target N s".)"""
+    targets = performance_targets()
+    (fast,) = [SECONDS.findall(t) for w, t in targets.items() if "test-fast" in w]
+    (notebook,) = [SECONDS.findall(t) for w, t in targets.items() if w.startswith("a solution notebook")]
+    bench = module_constants(ROOT / "bench" / "notebooks.py")
+    assert {int(n) for n in notebook} == {bench["DEFAULT_TARGET_SECONDS"], *bench["TARGET_SECONDS"].values()}
+    table = {f"| {w} | {t} |" for w, t in targets.items()}
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Makefile",
+             ROOT / "bench" / "report.md"]
+    seen, wrong = set(), []
+    for path in files:
+        for line in path.read_text().splitlines():
+            if line in table:
+                continue
+            if "test-fast" in line or "edit-test loop" in line:
+                expected = fast
+            elif "notebook" in line:
+                expected = notebook
+            else:
+                continue
+            for number in SECONDS.findall(line):
+                seen.add((path.name, expected is fast))
+                if number not in expected:
+                    wrong.append(f"{path.relative_to(ROOT)}: {line.strip()}")
+    assert wrong == []
+    assert {("README.md", True), ("Makefile", True), ("report.md", True)} <= seen  # the check sees them
+
+
 def run_installed(site: Path, cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     """``python -m grader ARGS`` from a copy of the package in ``site``, this checkout hidden."""
     code = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if '__editable__' not in "

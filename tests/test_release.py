@@ -71,6 +71,27 @@ def test_refuses_to_overwrite_edited_learner_notebooks(tmp_path):
     assert work.read_text() == '{"my": "answers"}'
 
 
+def test_an_edit_elsewhere_does_not_block_generate(tmp_path, monkeypatch):
+    """Does generate refuse only for edited notebooks it would overwrite: an uncommitted edit of
+    10.1's learner notebook leaves generating 10.2 free (nbgrader itself stubbed out here)?"""
+    notebooks = tmp_path / "notebooks"
+    (notebooks / "10.1-self-attention").mkdir(parents=True)
+    work = notebooks / "10.1-self-attention" / "work.ipynb"
+    work.write_text("{}")
+    git = ["git", "-c", "user.email=t@example.org", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "release"], cwd=tmp_path, check=True)
+    work.write_text('{"my": "answers"}')
+    ran = []
+    monkeypatch.setattr(generate, "generate_assignments", lambda names, *_: ran.extend(names))
+    other = "10.2-scaled-dot-product-attention"
+    assert generate.generate([other], release=notebooks) == [other] and ran == [other]
+    with pytest.raises(PublishError, match="work.ipynb"):
+        generate.generate(["10.1-self-attention", other], release=notebooks)
+    assert ran == [other] and work.read_text() == '{"my": "answers"}'
+
+
 def test_unknown_assignment_says_what_exists(tmp_path):
     """Is an unknown assignment name answered with the list of real ones?"""
     with pytest.raises(UsageError, match="No assignment 'nope'.*10.1-self-attention"):

@@ -238,7 +238,7 @@ def test_a_release_cannot_withdraw_sections_or_change_name(staged):
     with pytest.raises(PublishError, match="was published as transformer-course/transformer-course"):
         bundle.publish(staged["out"], repository=OTHER, through="10.5")
     with pytest.raises(UsageError, match="no such section; choose one of 10.1, 10.2"):
-        bundle.publish(staged["out"], through="10.9")
+        bundle.publish(staged["out"], through="10.10")
 
 
 def test_a_changed_course_notebook_does_not_overwrite_the_published_one(tmp_path):

@@ -92,14 +92,14 @@ def test_lms_zip_is_rearranged_and_unsafe_paths_ignored(tmp_path):
         zf.writestr("bob_late_22_33_self_attention-1.ipynb", body)
         zf.writestr("../escape.txt", "no")
     dest = extract_zip(archive, tmp_path / "x", course_assignments(ROOT / "solutions"))
-    assert (dest / "alice" / planted.ASSIGNMENT / "self_attention.ipynb").is_file()
-    assert (dest / "bob" / planted.ASSIGNMENT / "self_attention.ipynb").is_file()
+    assert (dest / "alice-12345" / planted.ASSIGNMENT / "self_attention.ipynb").is_file()
+    assert (dest / "bob-22" / planted.ASSIGNMENT / "self_attention.ipynb").is_file()
     assert not (tmp_path / "escape.txt").exists()
 
 
 def test_shards_partition_deterministically(tmp_path):
     """Do the N shards cover every submission exactly once, the same way every time?"""
-    root = planted.build(tmp_path, ["empty-student", "empty-folder", "wrong-name"])
+    root = planted.build(tmp_path, ["empty-student", "empty-folder", "two-names"])
     subs = discover(root, course_assignments(ROOT / "solutions"))
     parts = [[s.key for s in shard(subs, k, 2)] for k in (1, 2)]
     assert sorted(parts[0] + parts[1]) == sorted(s.key for s in subs)
@@ -144,7 +144,7 @@ def test_results_are_written_atomically(tmp_path):
 @pytest.mark.slow  # fresh Python processes that import torch
 def test_cli_on_submissions_that_need_no_kernel(tmp_path):
     """Does ``python -m grader autograde`` accept a zip and report rows it could not grade?"""
-    root = planted.build(tmp_path / "subs", ["wrong-name", "empty-folder", "invalid-json"])
+    root = planted.build(tmp_path / "subs", ["two-names", "empty-folder", "invalid-json"])
     archive = tmp_path / "class.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         for path in root.rglob("*"):
@@ -155,7 +155,7 @@ def test_cli_on_submissions_that_need_no_kernel(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "Graded 3 submission(s)" in result.stdout and "3 errors" in result.stdout
     rows = rows_of((tmp_path / "out" / "grades.csv").read_text())
-    assert set(rows) == {"wrong-name", "empty-folder", "invalid-json"}
+    assert set(rows) == {"two-names", "empty-folder", "invalid-json"}
 
 
 @pytest.mark.parametrize("argv, code, words", [

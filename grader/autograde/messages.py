@@ -95,6 +95,8 @@ class GradeJob(Message):
     source: str  # the instructor notebooks of the assignment
     template: str  # its template gradebook
     content_hash: str
+    review: tuple[str, ...] = ()  # graded, and flagged for a person to look at (a renamed notebook)
+    placed_as: tuple[tuple[str, str], ...] = ()  # (file, graded as): a notebook under another name
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,9 @@ PLANTED: dict[str, Builder] = {
     # cannot be graded at all
     "invalid-json": lambda r, s: write(r, s, json.dumps(nbformat.writes(solved()))[:-400]),
     "wrong-name": lambda r, s: write(r, s, solved(), name="self_attention (1).ipynb"),
+    "two-names": lambda r, s: (write(r, s, solved(), name="Untitled.ipynb"),
+                               write(r, s, solved(), name="Untitled1.ipynb")),
+    "copy1": lambda r, s: (write(r, s, solved()), write(r, s, solved(), name="self_attention-Copy1.ipynb")),
     "missing-notebook": lambda r, s: (r / s / ASSIGNMENT).mkdir(parents=True) or
     (r / s / ASSIGNMENT / "notes.txt").write_text("I ran out of time"),
     "empty-folder": lambda r, s: (r / s / ASSIGNMENT).mkdir(parents=True),

@@ -10,14 +10,14 @@ from course.checking import Case, CheckFailure, Exercise, Mistake, expect_tensor
 from course.checking.standins import expect_bool_mask
 
 NO_DIAGONAL = Mistake("no_diagonal", "a mask without its diagonal (tril(diagonal=-1))",
-                      "A token may attend to itself: keep the diagonal, torch.ones(n, n).tril() "
-                      "(diagonal=0). "
+                      "A token may attend to itself: keep the diagonal (tril's default diagonal=0). "
                       "Without it the first token has nothing to attend to.")
 INVERTED = Mistake("inverted", "the causal mask inverted (True above the diagonal)",
                    "True means *may attend*: query i may see keys 0..i, on and below the diagonal. "
                    "nn.Transformer's masks use the opposite polarity.")
 UPPER = Mistake("upper", "an upper-triangular mask (triu): every token sees the future, not the past",
-                "Use tril: row i (a query) is True in columns 0..i (the keys it may see).")
+                "The lower triangle, not the upper: row i (a query) is True in columns 0..i (the keys it "
+                "may see).")
 #: Each mistake as a float mask of size n.
 WRONG = {NO_DIAGONAL: lambda n: torch.ones(n, n).tril(-1), INVERTED: lambda n: torch.ones(n, n).triu(1),
          UPPER: lambda n: torch.ones(n, n).triu()}
@@ -39,8 +39,12 @@ class CausalMask(Exercise):
 
     def run(self, impl, case, device):
         n = case.params["n"]
-        return _as_float(expect_bool_mask(self.call(case, impl, n, device=device), "causal_mask's result",
-                                          str(case)))
+        mask = expect_tensor(self.call(case, impl, n, device=device), "causal_mask's result", case)
+        if mask.dtype != torch.bool:
+            raise CheckFailure(f"causal_mask's result should be a bool tensor (True = may attend), not "
+                               f"{mask.dtype}, in {case}: create the triangle of ones with dtype=torch.bool "
+                               "(a float mask would be read as numbers to add to the scores).")
+        return _as_float(expect_bool_mask(mask, "causal_mask's result", str(case)))
 
     def reference(self, case, device):
         theirs = nn.Transformer.generate_square_subsequent_mask(case.params["n"], device=device)
@@ -53,8 +57,8 @@ class CausalMask(Exercise):
             if mask.device.type != "meta":
                 raise CheckFailure(
                     f"causal_mask(5, device={where!r}) returned a tensor on {mask.device}: create "
-                    "the mask on the device you are given (torch.ones(n, n, dtype=torch.bool, "
-                    "device=device)).")
+                    "the mask on the device you are given (the device argument of the function that "
+                    "makes the ones).")
 
 
 @visible_check

@@ -17,14 +17,14 @@ from course.checking import (
 from course.checking.standins import expect_bool_mask
 
 INVERTED = Mistake("inverted", "the padding mask inverted (True at the padding)",
-                   "True means *may attend*: True for real tokens, tokens != pad_id.")
+                   "True means *may attend*: True at the real tokens, False where the id is pad_id.")
 PAD_ZERO = Mistake("pad_zero", "a mask that ignores pad_id and treats id 0 as the padding",
                    "Compare with the pad_id argument, not with 0.")
 #: Each mistake as a (B, n) mask of token ids and pad_id.
 WRONG = {INVERTED: lambda tokens, pad: tokens == pad, PAD_ZERO: lambda tokens, pad: tokens != 0}
 SHAPE_HINT = ("The padding mask hides *keys*: it must broadcast against scores of shape (B, h, n_q, n_k), so "
-              "it has shape (B, 1, 1, n): one entry per key, the same for every head and every query. Index "
-              "it as (tokens != pad_id)[:, None, None, :].")
+              "it has shape (B, 1, 1, n): one entry per key, the same for every head and every query. Add "
+              "the two axes of length 1 between the batch and the keys.")
 CASES = [  # rows of token ids, pad_id
     Case("B=2, n=5, padding at the end", 710, {"rows": [[5, 9, 4, 7, 0], [6, 8, 0, 0, 0]], "pad": 0},
          kind="padding at the end"),
@@ -52,7 +52,7 @@ def _with(fn, case: Case, device) -> dict:
 
 class PaddingMask(Exercise):
     name = "padding_mask"
-    reference_name = "tokens != pad_id, shaped (B, 1, 1, n)"
+    reference_name = "the mask of the real tokens (every id other than pad_id), shaped (B, 1, 1, n)"
     mistakes = {m: (lambda case, device, wrong=wrong: _with(wrong, case, device))
                 for m, wrong in WRONG.items()}
     visible_cases = CASES

@@ -27,14 +27,17 @@ from course.checking import (
     Mistake,
     Outputs,
     check_unplaced_tensors,
+    close,
     generator,
     passed,
     randn,
+    tolerance,
     visible_check,
 )
+from course.checking.mistakes import diagnose
 
-ORDER = ("In this order: model.train(); logits = model(src, tgt[:, :-1]); the loss against tgt[:, 1:]; "
-         "optimizer.zero_grad(); loss.backward(); clip; optimizer.step(); scheduler.step().")
+ORDER = ("The contract's order: train() mode, the logits, the loss, the gradients zeroed, backward(), the "
+         "clipping, the optimizer's step, then the scheduler's.")
 NO_SHIFT = Mistake(
     "no_shift", "the whole target read and scored against itself (no shift: model(src, tgt) against tgt)",
     "The decoder reads tgt[:, :-1] (<bos> w1 .. wk) and predicts tgt[:, 1:] (w1 .. wk <eos>).")
@@ -43,16 +46,18 @@ SHIFT_REVERSED = Mistake(
     "The decoder reads tgt[:, :-1], which starts with <bos>, and predicts tgt[:, 1:], the next words.")
 PADDING_COUNTED = Mistake(
     "padding_counted", "padded positions counted in the loss (no ignore_index)",
-    "Pass ignore_index=pad_id to F.cross_entropy, so that predictions of padding are not scored.")
+    "Tell the cross-entropy which target id to leave out (its ignore_index, the pad_id argument), so that "
+    "predictions of padding are not scored.")
 SMOOTHING_IGNORED = Mistake(
     "smoothing_ignored", "the label_smoothing argument ignored",
-    "Pass label_smoothing=label_smoothing to F.cross_entropy.")
+    "The cross-entropy takes the label_smoothing it is given (look at the arguments of F.cross_entropy).")
 GRADIENTS_PILE_UP = Mistake(
     "gradients_pile_up", "gradients never zeroed: each call adds its gradients to those of the calls before",
-    "Call optimizer.zero_grad() (or model.zero_grad()) before loss.backward().")
+    "Zero the gradients (the optimizer's or the model's zero_grad) before loss.backward(): backward() adds "
+    "to what .grad holds.")
 NOT_CLIPPED = Mistake(
     "not_clipped", "gradients never clipped",
-    "When max_grad_norm is not None, call nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm) "
+    "When max_grad_norm is not None, clip the norm of all the gradients together (nn.utils has the function) "
     "after loss.backward() and before optimizer.step().")
 CLIPPED_AT_ONE = Mistake(
     "clipped_at_one", "gradients clipped at 1.0 whatever max_grad_norm says",
@@ -73,12 +78,41 @@ EVAL_MODE = Mistake(
     "eval_mode", "the model left in the mode it came in (eval(): dropout off while training)",
     "Start with model.train(): dropout (and anything else that trains differently) must be on.")
 
-#: Each known mistake, and the change to the contract's step that reproduces it (see :func:`expected`).
-VARIANTS = {NO_SHIFT: "no shift", SHIFT_REVERSED: "shift reversed", PADDING_COUNTED: "padding counted",
-            SMOOTHING_IGNORED: "smoothing ignored", GRADIENTS_PILE_UP: "never zeroed",
-            NOT_CLIPPED: "not clipped", CLIPPED_AT_ONE: "clipped at 1", CLIP_AFTER_STEP: "clip after step",
-            SCHEDULER_NOT_STEPPED: "scheduler not stepped", SCHEDULER_BEFORE_STEP: "scheduler first",
-            ZEROED_AFTER_STEP: "zeroed after step", EVAL_MODE: "eval mode"}
+SCORED_ON_INPUT = Mistake(
+    "scored_on_input", "the loss scored against the decoder's own input (tgt[:, :-1]) instead of the next "
+    "words", "The logits at position i predict the word after the i-th: score them against the target "
+    "shifted left by one position (w1 .. wk <eos>), not against what the decoder read.")
+ZEROED_BEFORE_STEP = Mistake(
+    "zeroed_before_step", "gradients zeroed between loss.backward() and optimizer.step(): the step sees no "
+    "gradient", "Zero the gradients before loss.backward(), which fills them; between backward() and the "
+    "step they stay as backward() left them (clipped).")
+CLIPPED_BY_VALUE = Mistake(
+    "clipped_by_value", "each gradient entry clipped by value (clip_grad_value_) instead of clipping the "
+    "norm of all the gradients together", "The contract clips by norm: when the norm of all the gradients "
+    "together exceeds max_grad_norm, every gradient is scaled by the same factor, so that their direction "
+    "stays.")
+LOSS_SUMMED = Mistake(
+    "loss_summed", "the loss summed over the target positions (reduction='sum') instead of averaged",
+    "The loss is the mean over the positions whose target is not padding (cross_entropy's default "
+    "reduction): a sum grows with the batch and its lengths, and so do the steps.")
+LOSS_AFTER_UPDATE = Mistake(
+    "loss_after_update", "the loss computed again after optimizer.step() and returned instead of the "
+    "step's own", "Return the loss of the batch as the step computed it, before the update, as a float.")
+EVAL_CALLED = Mistake(
+    "eval_called", "the model put in eval() mode (dropout off) while it trains",
+    "train_step trains: the model computes its logits in train() mode, whatever mode it came in.")
+
+#: Each known mistake, and the change to the contract's step that reproduces it (see :func:`expected`);
+#: the first one that matches is named (EVAL_MODE before EVAL_CALLED: where both match, the model came in
+#: eval() mode and was left there).
+VARIANTS = {NO_SHIFT: "no shift", SHIFT_REVERSED: "shift reversed", SCORED_ON_INPUT: "scored on input",
+            PADDING_COUNTED: "padding counted", SMOOTHING_IGNORED: "smoothing ignored",
+            LOSS_SUMMED: "summed", GRADIENTS_PILE_UP: "never zeroed",
+            ZEROED_BEFORE_STEP: "zeroed before step", NOT_CLIPPED: "not clipped",
+            CLIPPED_AT_ONE: "clipped at 1", CLIPPED_BY_VALUE: "clipped by value",
+            CLIP_AFTER_STEP: "clip after step", SCHEDULER_NOT_STEPPED: "scheduler not stepped",
+            SCHEDULER_BEFORE_STEP: "scheduler first", ZEROED_AFTER_STEP: "zeroed after step",
+            EVAL_MODE: "eval mode", EVAL_CALLED: "eval called", LOSS_AFTER_UPDATE: "loss after update"}
 
 BOS, EOS = 1, 2
 SRC_VOCAB, TGT_VOCAB, D, MAX_LEN = 7, 9, 5, 8  # the stand-in's sizes (all different)
@@ -212,12 +246,12 @@ def learner_outputs(train_step, setting: Setting, dtype: torch.dtype, device, wh
         seen = len(trial.model.modes)
         loss = train_step(trial.model, src.clone(), tgt.clone(), trial.optimizer, **trial.options())
         if isinstance(loss, torch.Tensor) or not isinstance(loss, (float, int)) or isinstance(loss, bool):
-            raise CheckFailure(f"train_step should return the loss as a Python float (loss.item()), but "
-                               f"returned a {type(loss).__name__} in {where}. A tensor would keep the whole "
-                               "graph of the step alive, batch after batch.")
+            raise CheckFailure(f"train_step should return the loss as a Python float (the tensor's .item()), "
+                               f"but returned a {type(loss).__name__} in {where}. A tensor would keep the "
+                               "whole graph of the step alive, batch after batch.")
         if len(trial.model.modes) == seen:
-            raise CheckFailure(f"train_step never called the model in {where} (call {i + 1}): compute "
-                               "logits = model(src, tgt[:, :-1]).")
+            raise CheckFailure(f"train_step never called the model in {where} (call {i + 1}): the "
+                               "logits come from the model, run on the source and the decoder's input.")
         calls.append(trial.snapshot(float(loss)))
     return {key: torch.stack([c[key] for c in calls]) for key in calls[0]}
 
@@ -231,18 +265,25 @@ def expected(setting: Setting, dtype: torch.dtype, device, change: str | None = 
     clip = 1.0 if change == "clipped at 1" else None if change == "not clipped" else s.max_grad_norm
     calls = []
     for src, tgt in trial.batches:
-        if change != "eval mode":
+        if change == "eval called":
+            model.eval()
+        elif change != "eval mode":
             model.train()
-        read, scored = {"no shift": (tgt, tgt), "shift reversed": (tgt[:, 1:], tgt[:, :-1])}.get(
-            change, (tgt[:, :-1], tgt[:, 1:]))
+        read, scored = {"no shift": (tgt, tgt), "shift reversed": (tgt[:, 1:], tgt[:, :-1]),
+                        "scored on input": (tgt[:, :-1], tgt[:, :-1])}.get(change, (tgt[:, :-1], tgt[:, 1:]))
         logits = model(src, read)  # (B, n, V)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), scored.reshape(-1),
                                ignore_index=-100 if change == "padding counted" else s.pad_id,
-                               label_smoothing=0.0 if change == "smoothing ignored" else s.label_smoothing)
-        if change not in ("never zeroed", "zeroed after step"):
+                               label_smoothing=0.0 if change == "smoothing ignored" else s.label_smoothing,
+                               reduction="sum" if change == "summed" else "mean")
+        if change not in ("never zeroed", "zeroed after step", "zeroed before step"):
             optimizer.zero_grad()
         loss.backward()
-        if clip is not None and change != "clip after step":
+        if change == "zeroed before step":
+            optimizer.zero_grad()
+        if clip is not None and change == "clipped by value":
+            nn.utils.clip_grad_value_(model.parameters(), clip)
+        elif clip is not None and change != "clip after step":
             nn.utils.clip_grad_norm_(model.parameters(), clip)
         with warnings.catch_warnings():  # the scheduler stepped first: PyTorch warns, as it should
             warnings.simplefilter("ignore")
@@ -255,11 +296,47 @@ def expected(setting: Setting, dtype: torch.dtype, device, change: str | None = 
             scheduler.step()
         if change == "zeroed after step":
             optimizer.zero_grad()
+        if change == "loss after update":
+            with torch.no_grad():
+                logits = model(src, read)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), scored.reshape(-1),
+                                       ignore_index=s.pad_id, label_smoothing=s.label_smoothing)
         calls.append(trial.snapshot(loss.item()))
     return {key: torch.stack([c[key] for c in calls]) for key in calls[0]}
 
 
 OPTIMIZERS = {"sgd": "plain SGD", "momentum": "SGD with momentum", "adam": "Adam"}  # a case's kind
+#: What each call leaves behind, in the order a failure looks at it (the first symptom first).
+LOOKED_AT = ("training mode", "loss", "gradients", "parameters", "optimizer state", "learning rate")
+#: What to check when a difference matches no known mistake.
+WHERE_TO_LOOK = {
+    "training mode": "The model computes its logits in train() mode.",
+    "loss": "Check what the decoder reads, what its logits are scored against, ignore_index, "
+            "label_smoothing and the reduction (the mean).",
+    "gradients": "Check the order: the gradients zeroed before loss.backward(), clipped (by norm, at "
+                 "max_grad_norm) after it and before optimizer.step().",
+    "parameters": "Check the clipping and the order of loss.backward(), the clipping and optimizer.step().",
+    "optimizer state": "The optimizer's state is built from the gradients optimizer.step() sees: check the "
+                       "zeroing and the clipping before it.",
+    "learning rate": "When a scheduler is given, call scheduler.step() once, after optimizer.step().",
+}
+
+
+def what_differs(key: str, got: torch.Tensor, want: torch.Tensor) -> str:
+    """One call's output ``key`` said in words, the learner's against the contract's step's."""
+    if key == "loss":
+        return f"it returned a loss of {got.item():.6g} where the contract's step returns {want.item():.6g}"
+    if key == "learning rate":
+        return (f"the learning rate after it is {got.item():.6g}, where the contract's step leaves "
+                f"{want.item():.6g}")
+    if key == "training mode":
+        return (f"the model computed its logits in {'train' if got.item() else 'eval'}() mode, the "
+                f"contract's step in {'train' if want.item() else 'eval'}() mode")
+    gap = (got.double() - want.double()).abs().nan_to_num(nan=float("inf")).max().item()
+    what = {"gradients": "the gradients it left in the parameters' .grad",
+            "parameters": "the parameters after its optimizer.step()",
+            "optimizer state": "the optimizer's state after it (the momentum, or Adam's first moment)"}[key]
+    return f"{what} differ from the contract's step's by up to {gap:.3g}"
 
 
 def trial_case(setting: Setting, seed: int, dtype: torch.dtype) -> Case:
@@ -282,6 +359,23 @@ class TrainStep(Exercise):
 
     def reference(self, case, device):
         return expected(case.params["setting"], case.dtype, device)
+
+    def evaluate(self, case, got, device):
+        """Call by call, the first of :data:`LOOKED_AT` that differs, said in words, with the known
+        mistake it matches (or where to look)."""
+        want = self.expected(case, device)
+        variants = {m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()}
+        for call in range(want["loss"].shape[0]):
+            for key in LOOKED_AT:
+                tol = tolerance(want[key].dtype, device)
+                if close(got[key][call], want[key][call], *tol):
+                    continue
+                mistake = diagnose(got, key, variants, *tol, reference=want)
+                before = " (after a first call that was right)" if call else ""
+                message = (f"train_step, call {call + 1} of {want['loss'].shape[0]}{before} in {case}: "
+                           f"{what_differs(key, got[key][call], want[key][call])}.")
+                extra = mistake.sentence() if mistake else WHERE_TO_LOOK[key]
+                raise CheckFailure(f"{message}\n{extra}", mistake)
 
     def extra_checks(self, impl, device):
         trial = build(SETTINGS[1], torch.float32, torch.device("cpu"))  # made outside the probe

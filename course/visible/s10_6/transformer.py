@@ -43,16 +43,17 @@ HOW = ("Follow the notebook's table: src_embed and tgt_embed, two nn.Embedding(v
        "nn.ModuleLists of num_encoder_layers TransformerBlocks and num_decoder_layers DecoderBlocks; "
        "encoder_norm and decoder_norm, nn.LayerNorm(d_model) when norm_first=True, else nn.Identity() "
        "(a post-norm block already ends with a LayerNorm); out, an nn.Linear(d_model, tgt_vocab_size).")
-PADDING_HINT = ("Pass src_mask = padding_mask(src, pad_id) to every encoder block and, as memory_mask, to "
-                "every decoder block.")
-FORWARD_HINT = "forward should build padding_mask(src, self.pad_id) and run encode, then decode."
+PADDING_HINT = ("The source padding mask (padding_mask of the source, with the model's pad_id) goes to every "
+                "encoder block, and to every decoder block as its memory_mask.")
+FORWARD_HINT = ("forward builds the source padding mask with the model's own pad_id and runs encode, then "
+                "decode, with that one mask.")
 NO_CAUSAL = Mistake("no_causal", "a decoder without the causal mask",
-                    "In decode, build causal_mask(n_tgt, device=tgt.device) and pass it as tgt_mask to every "
-                    "DecoderBlock: while training, position i must not see target tokens after i.")
+                    "decode gives every DecoderBlock a causal tgt_mask (of the target's length, on its "
+                    "device): while training, position i must not see target tokens after i.")
 FUTURE_MASK = Mistake("future_mask", "a decoder whose mask shows each position the future instead of "
                                      "the past",
-                      "The decoder's mask is causal_mask(n_tgt): True on and below the diagonal (check that "
-                      "causal_mask passes its own test).")
+                      "The decoder's mask is causal: True on and below the diagonal (check that causal_mask "
+                      "passes its own test).")
 NO_PADDING = Mistake("no_padding", "a model that ignores the source padding", PADDING_HINT)
 NO_ENCODER_PADDING = Mistake("no_encoder_padding", "encoder blocks without the source padding mask",
                              PADDING_HINT)
@@ -77,6 +78,12 @@ EMB_SCALE = Mistake("emb_scale", "embeddings multiplied by sqrt(d_model)",
                     "starts with values of size 1 already.")
 NO_TGT_POSITIONS = Mistake("no_tgt_positions", "target embeddings without the positional encoding",
                            "Apply self.pos_encoding to the target embeddings too.")
+ORDER = ("src_embed", "tgt_embed", "pos_encoding", "encoder_layers", "decoder_layers", "encoder_norm",
+         "decoder_norm", "out")  # the notebook's table, in the order of creation
+CREATION_ORDER = Mistake(
+    "creation_order", "the model's parts created in another order than the notebook's table",
+    "The order in which __init__ creates the parts fixes the random numbers each layer starts with (and "
+    "the order of model.parameters()): create them in the table's order, " + ", ".join(ORDER) + ".")
 NO_SRC_POSITIONS = Mistake("no_src_positions", "source embeddings without the positional encoding",
                            "Apply self.pos_encoding to the source embeddings too.")
 
@@ -206,7 +213,8 @@ def _mistake(**switch):
 
 
 def expect_layout(model: nn.Module, case: Case) -> None:
-    """The attributes of the notebook's table, distinct, with the contract's parameter names."""
+    """The attributes of the notebook's table, distinct, with the contract's parameter names, those that
+    hold weights created in the table's order."""
     d, (n_enc, n_dec), norm_first = MODEL_DIMS[3], case.params["layers"], case.params["norm_first"]
     kinds = {"src_embed": nn.Embedding, "tgt_embed": nn.Embedding, "pos_encoding": nn.Module,
              "encoder_layers": nn.ModuleList, "decoder_layers": nn.ModuleList,
@@ -238,6 +246,11 @@ def expect_layout(model: nn.Module, case: Case) -> None:
     if norm_first:
         want |= {f"{n}.{k}" for n in ("encoder_norm", "decoder_norm") for k in ("weight", "bias")}
     expect_parameters("Transformer", model, want, HOW)
+    have = list(dict.fromkeys(n.split(".")[0] for n, _ in model.named_parameters()))  # those with weights
+    if have != [name for name in ORDER if name in have]:
+        raise CheckFailure(f"Transformer's parts with weights come in the order {', '.join(have)} (the order "
+                           "of model.parameters(), which is the order __init__ assigned them in). "
+                           f"{CREATION_ORDER.sentence()}", CREATION_ORDER)
 
 
 class TransformerModel(Exercise):
@@ -289,8 +302,8 @@ class TransformerModel(Exercise):
             whole = expect_tensor(self.call(case, model, src, tgt), "Transformer's output", case)
         if not close(whole, outputs["logits"], *tolerance(case.dtype, device)):
             raise CheckFailure(
-                f"Transformer: model(src, tgt) differs from model.decode(tgt, model.encode(src, src_mask), "
-                f"src_mask) with src_mask = padding_mask(src, pad_id={pad}) in {case}. {FORWARD_HINT}")
+                f"Transformer: model(src, tgt) differs from encode, then decode, run with the source padding "
+                f"mask of pad_id={pad} in {case}. {FORWARD_HINT}")
         return outputs
 
     def reference(self, case, device):
@@ -322,8 +335,7 @@ class TransformerModel(Exercise):
         if not close(after[:, :k], before[:, :k], *tolerance(case.dtype, src.device)):
             raise CheckFailure(
                 f"Transformer: changing the target tokens from position {k} on changed the logits "
-                f"at positions 0..{k - 1}: the decoder sees the future. Build causal_mask(n_tgt, "
-                "device=tgt.device) in decode and pass it as tgt_mask to every DecoderBlock.")
+                f"at positions 0..{k - 1}: the decoder sees the future. {NO_CAUSAL.hint}")
 
     def check_padding(self, model, src, tgt, case):
         """Appending padding to the source never changes the logits."""
@@ -339,6 +351,7 @@ class TransformerModel(Exercise):
 def check_Transformer(Transformer) -> None:
     """Layout, then encode, decode and forward against PyTorch's layers holding the same weights, with
     the gradients of every parameter: post- and pre-norm, relu and gelu, source padding, another pad_id;
-    causality and padding as properties of the model."""
+    causality and padding as properties of the model; the parts created in the table's order."""
     TransformerModel().run_cases(Transformer)
-    passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id.")
+    passed("Transformer matches PyTorch's layers with the same weights: post- and pre-norm, padding, pad_id; "
+           "its parts are created in the table's order.")

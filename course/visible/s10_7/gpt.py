@@ -38,14 +38,16 @@ from course.checking import (
 )
 from course.checking.modules import load_parameters
 
-HOW = ("Create, in this order: tok_embed = nn.Embedding(vocab_size, d_model), pos_embed = "
-       "nn.Embedding(max_len, d_model), blocks = nn.ModuleList of num_layers TransformerBlock(d_model, "
-       "num_heads, d_ff, dropout, \"gelu\", norm_first=True), norm = nn.LayerNorm(d_model), lm_head = "
-       "nn.Linear(d_model, vocab_size, bias=False), then lm_head.weight = tok_embed.weight.")
+HOW = ("GPT's submodules, created in this order: tok_embed (an nn.Embedding of vocab_size vectors of size "
+       "d_model), pos_embed (an nn.Embedding of max_len positions), blocks (an nn.ModuleList of num_layers "
+       "TransformerBlocks: pre-norm, GELU, the model's dropout), norm (a final nn.LayerNorm over d_model), "
+       "lm_head (an nn.Linear from d_model to vocab_size without bias) whose weight is tok_embed's weight "
+       "itself.")
 AGAINST = 'nn.TransformerEncoderLayer(activation="gelu", norm_first=True) blocks with the same weights'
 ORDER = ("tok_embed", "pos_embed", "blocks", "norm", "lm_head")
 NOT_TIED = Mistake("not_tied", "an output layer with its own weight (a copy, not tok_embed.weight itself)",
-                   "Tie them: self.lm_head.weight = self.tok_embed.weight (the same nn.Parameter).")
+                   "Tie them: lm_head's weight must be tok_embed's nn.Parameter itself (one matrix, trained "
+                   "once), not a copy of its values.")
 NO_POSITIONS = Mistake("no_positions", "token embeddings without the position embeddings",
                        "Add self.pos_embed(torch.arange(n, device=ids.device)) to self.tok_embed(ids).")
 SINUSOIDAL = Mistake("sinusoidal_positions", "fixed sinusoidal positions instead of the learned pos_embed",
@@ -56,8 +58,8 @@ SCALED = Mistake("scaled_embeddings", "token embeddings multiplied by sqrt(d_mod
 POST_NORM = Mistake("post_norm", "post-norm blocks (norm_first=False)",
                     "Create every block with TransformerBlock(..., norm_first=True).")
 RELU = Mistake("relu_blocks", "blocks with ReLU feed-forward networks instead of GPT-2's GELU",
-               'Create every block with activation="gelu": TransformerBlock(d_model, num_heads, d_ff, '
-               'dropout, "gelu", norm_first=True).')
+               "Every block's feed-forward network uses GELU, as GPT-2's: look at the activation each "
+               "TransformerBlock is created with.")
 NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output layer",
                         "A pre-norm stack ends with one more norm: logits = lm_head(norm(x)).")
 NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it",
@@ -68,10 +70,13 @@ PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of p
 NO_EMBEDDING_DROPOUT = Mistake(
     "no_embedding_dropout", "no dropout on the sum of the embeddings",
     "Create nn.Dropout(dropout); apply it to tok_embed(ids) + pos_embed(positions) before the first block.")
+DROPOUT_BEFORE_POSITIONS = Mistake(
+    "dropout_before_positions", "dropout applied to the token embeddings before the positions are added "
+    "(the position embeddings never pass it)",
+    "The embedding dropout acts on the sum of the token and the position embeddings, after adding them.")
 BLOCKS_WITHOUT_DROPOUT = Mistake(
     "blocks_without_dropout", "blocks created without the dropout argument",
-    'Pass dropout on to every block: TransformerBlock(d_model, num_heads, d_ff, dropout, "gelu", '
-    'norm_first=True).')
+    "Every block gets the model's dropout too: look at the arguments each TransformerBlock is created with.")
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
             SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, RELU: {"activation": "relu"},
             NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
@@ -303,6 +308,9 @@ class GPTModel(Exercise):
                     "times the tied output layer (nothing passes the dropouts), but ")
         if close(got, got[:1, :1].expand_as(got), *tolerance(torch.float32)):  # the same everywhere
             fail(expected + "the blocks still add to what enters them.", BLOCKS_WITHOUT_DROPOUT)
+        if close(got, got[:1].expand_as(got), *tolerance(torch.float32)):  # every sentence alike: no ids
+            fail(expected + "the logits still change from position to position (the same in every sentence, "
+                 "whatever its ids).", DROPOUT_BEFORE_POSITIONS)
         fail(expected + "the logits still depend on the ids.", NO_EMBEDDING_DROPOUT)
 
 

@@ -38,10 +38,15 @@ PADDING_IN_MEAN = Mistake(
     "position)", "Divide by the number of positions whose target is not pad_id.")
 PADDING_NOT_IGNORED = Mistake(
     "padding_not_ignored", "padded positions not ignored (their loss is in the mean)",
-    "Keep only the positions whose target is not pad_id (keep = targets != pad_id), then take the mean.")
+    "Average over the positions whose target is not pad_id only.")
 PAD_ID_ZERO = Mistake(
     "pad_id_zero", "the positions whose target is 0 ignored instead of those whose target is pad_id",
-    "Compare the targets with the pad_id argument: keep = targets != pad_id.")
+    "Compare the targets with the pad_id argument, not with 0.")
+PAD_GATHERED = Mistake(
+    "pad_gathered", "the log-probability looked up at every target, padding included: a pad_id outside "
+    "[0, V) (PyTorch's default ignore_index is -100) is not an index into the vocabulary",
+    "Look up -log p_target only where the target is a word: leave the padded positions out first, or give "
+    "them a valid index before the look-up (their loss is dropped anyway).")
 NO_LOGSUMEXP = Mistake(
     "no_logsumexp", "log(sum(exp(logits))) without the log-sum-exp shift: in float32 exp overflows to inf "
     "above about 88",
@@ -54,10 +59,11 @@ LARGE = 50.0
 def loss_case(name: str, seed: int, B: int, n: int, V: int, pad_id: int, padded: int, e: float,
               dtype: torch.dtype = torch.float64, scale: float = 1.0) -> Case:
     """A case: logits (B, n, V) drawn at ``scale``, targets (B, n) whose row 0 ends with ``padded``
-    pad_id's, label smoothing ``e``; its kind: one sentence of two words, large float32 logits,
-    smoothing or not."""
+    pad_id's, label smoothing ``e``; its kind: one sentence of two words, large float32 logits, a
+    pad_id outside [0, V) (-100, PyTorch's default ignore_index, or another), smoothing or not."""
     parts = (["one sentence, V=2"] if (B, V) == (1, 2) else []) \
         + (["large float32 logits"] if dtype == torch.float32 and scale >= LARGE else []) \
+        + (["pad_id=-100" if pad_id == -100 else "a pad_id outside [0, V)"] if not 0 <= pad_id < V else []) \
         + ["label smoothing" if e else "no smoothing"]
     return Case(name, seed, {"shape": (B, n, V, pad_id, padded), "e": e, "scale": scale}, dtype,
                 kind=", ".join(parts))
@@ -70,6 +76,8 @@ CASES = [
               100.0),
     loss_case("logits of about 100, float32, no smoothing", 3, 2, 4, 6, 2, 1, 0.0, torch.float32, 100.0),
     loss_case("one sentence, V=2, label_smoothing=0.2, float64", 4, 1, 4, 2, 0, 1, 0.2),
+    loss_case("pad_id=-100 (PyTorch's default ignore_index), float64", 5, 2, 5, 6, -100, 2, 0.0),
+    loss_case("pad_id=6, not an id of V=6, label_smoothing=0.1, float64", 6, 2, 4, 6, 6, 1, 0.1),
 ]
 
 
@@ -89,6 +97,18 @@ def options(case: Case) -> tuple[int, float]:
     return case.params["shape"][3], case.params["e"]
 
 
+def pad_outside(case: Case) -> bool:
+    """Is the case's pad_id outside [0, V), so that it is no index into the vocabulary?"""
+    _, _, V, pad_id, _ = case.params["shape"]
+    return not 0 <= pad_id < V
+
+
+def device_for(case: Case, device) -> torch.device:
+    """The CPU for a case whose pad_id is outside [0, V) (an index out of range there is an error; on a GPU
+    a device-side assert that would stop every later check of the notebook), else ``device``."""
+    return torch.device("cpu") if pad_outside(case) else torch.device(device)
+
+
 def loss_outputs(loss, case: Case, device) -> dict:
     """``loss(logits, targets, pad_id, label_smoothing)`` on a case, with the logits' gradient."""
     logits, targets = inputs(case, device)
@@ -106,12 +126,12 @@ def _smoothed(logits, targets, pad_id, e, *, spread, kept):
     (a known mistake's, so both are required: the contract's is F.cross_entropy)."""
     V = logits.shape[-1]
     neg = -_log_probs(logits)  # (B, n, V)
-    nll = neg.gather(-1, targets[..., None])[..., 0]  # (B, n)
+    keep = targets != pad_id  # (B, n)
+    nll = neg.gather(-1, targets.masked_fill(~keep, 0)[..., None])[..., 0]  # (B, n); padding's unused
     total = neg.sum(-1)  # (B, n)
-    smooth = {"all": total / V, "others": (total - nll) / (V - 1), "sum": total,
-              "not pad": (total - nll - neg[..., pad_id]) / (V - 2)}[spread]
+    smooth = {"all": lambda: total / V, "others": lambda: (total - nll) / (V - 1), "sum": lambda: total,
+              "not pad": lambda: (total - nll - neg[..., pad_id]) / (V - 2)}[spread]()  # pad_id: a column
     per = (1 - e) * nll + e * smooth  # (B, n)
-    keep = targets != pad_id
     if kept == "every position":
         return per.mean()
     if kept == "zeroed":
@@ -147,16 +167,23 @@ class LmLoss(Exercise):
         def loss(*args):
             return expect_tensor(self.call(case, impl, *args), self.name, str(case))
 
-        return loss_outputs(loss, case, device)
+        try:
+            return loss_outputs(loss, case, device_for(case, device))
+        except CheckFailure as failure:
+            if pad_outside(case) and isinstance(failure.__cause__, (IndexError, RuntimeError)):
+                cause = failure.__cause__
+                raise CheckFailure(f"{failure}\n{PAD_GATHERED.sentence()}", PAD_GATHERED) from cause
+            raise
 
     def reference(self, case, device):
         def cross_entropy(logits, targets, pad_id, e):  # (B, n, V), (B, n)
             return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id,
                                    label_smoothing=e)
 
-        return loss_outputs(cross_entropy, case, device)
+        return loss_outputs(cross_entropy, case, device_for(case, device))
 
     def evaluate(self, case, got, device):
+        device = device_for(case, device)
         expect_finite(got, self.expected(case, device), str(case))
         super().evaluate(case, got, device)
 
@@ -182,5 +209,5 @@ class LmLoss(Exercise):
 def check_lm_loss(lm_loss) -> None:
     """Loss and gradient against F.cross_entropy(ignore_index, label_smoothing), then all-padded."""
     LmLoss().run_cases(lm_loss)
-    passed("lm_loss matches F.cross_entropy with ignore_index and label_smoothing, gradients too, and "
-           "stays finite for large logits.")
+    passed("lm_loss matches F.cross_entropy with ignore_index and label_smoothing, gradients too, with a "
+           "pad_id inside or outside the vocabulary (-100 too), and stays finite for large logits.")

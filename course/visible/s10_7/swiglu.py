@@ -27,9 +27,10 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.modules import load_parameters
+from course.visible.s10_7.rms_norm import expect_not_shipped
 
-HOW = ("Create, in this order: w1 = nn.Linear(d_model, d_ff, bias=False) (the gate), w2 = nn.Linear(d_ff, "
-       "d_model, bias=False) (down), w3 = nn.Linear(d_model, d_ff, bias=False) (up).")
+HOW = ("SwiGLU has three nn.Linear layers without bias, created in this order: w1 (d_model to d_ff, the "
+       "gate), w2 (d_ff to d_model, down), w3 (d_model to d_ff, up).")
 FORMULA = "w2(F.silu(w1(x)) * w3(x))."
 GATE_ON_UP = Mistake("gate_on_up", "SiLU on w3's branch instead of w1's (w1 and w3 swapped)",
                      "w1 is the gate, the branch that goes through SiLU: " + FORMULA)
@@ -105,6 +106,7 @@ class SwiGLUModule(Exercise):
     def run(self, impl, case, device):
         d_model, d_ff, _ = case.params["dims"]
         module = self.build(impl, case, d_model, d_ff)
+        expect_not_shipped(module, self.name)
         expect_layout(module, d_model, d_ff)
         x, p = inputs(case, device)
         params = load_parameters(module.to(device), p, self.name, HOW)

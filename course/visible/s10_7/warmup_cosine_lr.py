@@ -9,6 +9,7 @@ callable of this module is an answer to hand in.
 from __future__ import annotations
 
 import math
+import numbers
 from functools import partial
 
 import torch
@@ -38,14 +39,22 @@ DECAY_ONE_SHORT = Mistake(
     "The cosine is at min_lr exactly at step total_steps: divide by total_steps - warmup_steps.")
 NO_FLOOR = Mistake("no_floor", "a cosine that goes on after total_steps (and rises again)",
                    "From step total_steps on, return min_lr.")
+NO_DECAY_DIVIDES = Mistake(
+    "no_decay_divides", "a division by the length of the decay, total_steps - warmup_steps, which is 0 when "
+    "the warm-up fills the whole schedule (warmup_steps == total_steps, allowed)",
+    "Compute the decay's progress only for the steps of the decay, warmup_steps <= step < total_steps: "
+    "there its length is at least 1.")
 
 
 def schedule_case(name: str, peak_lr: float, warmup_steps: int, total_steps: int, min_lr, steps: int) -> Case:
     """A case: a schedule (min_lr None: left at its default) checked on its steps 0 .. steps - 1; its
-    kind: a warm-up or none, and min_lr given, left at its default or an int."""
+    kind: a warm-up, none, or one as long as the schedule, and min_lr given, left at its default or an
+    int."""
     lowest = ("left at its default" if min_lr is None else "an int" if isinstance(min_lr, int)
               else "given")
-    kind = f"{'a warm-up' if warmup_steps else 'no warm-up'}, min_lr {lowest}"
+    warm_up = ("a warm-up as long as the schedule" if warmup_steps == total_steps
+               else "a warm-up" if warmup_steps else "no warm-up")
+    kind = f"{warm_up}, min_lr {lowest}"
     return Case(name, 0, {"schedule": (peak_lr, warmup_steps, total_steps, min_lr, steps)}, kind=kind)
 
 
@@ -56,6 +65,7 @@ CASES = [
     schedule_case("min_lr given as the int 0", 1.0, 2, 5, 0, 7),
     schedule_case("no warm-up, total 7, min_lr left at its default", 0.2, 0, 7, None, 10),
     schedule_case("no warm-up, min_lr the int 0", 0.4, 0, 5, 0, 7),
+    schedule_case("warm-up 5 = total 5 (no decay), min_lr 0.1", 1.0, 5, 5, 0.1, 5),
 ]
 #: The switches of :func:`expected_schedule` that reproduce each mistake.
 SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_ONE_LONG: {"warm_extra": 1},
@@ -79,19 +89,24 @@ def expected_schedule(peak_lr, warmup_steps, total_steps, min_lr, steps, *, firs
     return torch.where(s < warmup_steps + warm_extra, warm, decay)
 
 
+def is_real(value) -> bool:
+    """A real number that is not a tensor: an int or a float (numpy's included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, (bool, torch.Tensor))
+
+
 def schedule(lr, peak_lr, warmup_steps, total_steps, min_lr, steps, where: str = "") -> torch.Tensor:
-    """``lr(step, ...)`` for steps 0 .. steps - 1 as a float64 tensor; each must be a Python float."""
+    """``lr(step, ...)`` for steps 0 .. steps - 1 as a float64 tensor; each must be a real number (an
+    int or a float), not a tensor."""
     extra = () if min_lr is None else (min_lr,)
     values = []
     for step in range(steps):
         value = lr(step, peak_lr, warmup_steps, total_steps, *extra)
-        if not isinstance(value, float):
+        if not is_real(value):
             raise CheckFailure(
-                f"warmup_cosine_lr should return a plain Python float (LambdaLR multiplies it by the base "
-                f"rate), but returned {value!r}, of type {type(value).__name__}, at step {step}"
-                f"{' in ' + where if where else ''}. "
-                "Use math.cos and math.pi, not torch's, and return float(min_lr) when min_lr is an int.")
-        values.append(value)
+                f"warmup_cosine_lr should return a real number (int or float), not a tensor (LambdaLR "
+                f"multiplies it by the base rate), but returned {value!r}, of type {type(value).__name__}, "
+                f"at step {step}{' in ' + where if where else ''}. Use math.cos and math.pi, not torch's.")
+        values.append(float(value))
     return torch.tensor(values, dtype=torch.float64)
 
 
@@ -104,7 +119,14 @@ class WarmupCosineLr(Exercise):
 
     def run(self, impl, case, device):
         lr = partial(self.call, case, impl)
-        return {"output": schedule(lr, *case.params["schedule"], str(case)).to(device)}
+        try:
+            return {"output": schedule(lr, *case.params["schedule"], str(case)).to(device)}
+        except CheckFailure as failure:
+            _, warmup_steps, total_steps, _, _ = case.params["schedule"]
+            if warmup_steps == total_steps and isinstance(failure.__cause__, ZeroDivisionError):
+                raise CheckFailure(f"{failure}\n{NO_DECAY_DIVIDES.sentence()}", NO_DECAY_DIVIDES) \
+                    from failure.__cause__
+            raise
 
     def reference(self, case, device):
         return {"output": expected_schedule(*case.params["schedule"]).to(device)}
@@ -118,7 +140,7 @@ class WarmupCosineLr(Exercise):
 
 @visible_check
 def check_warmup_cosine_lr(warmup_cosine_lr) -> None:
-    """Every step of six schedules against the contract's formula."""
+    """Every step of seven schedules against the contract's formula."""
     WarmupCosineLr().run_cases(warmup_cosine_lr)
     passed("warmup_cosine_lr warms up from the first step, decays to min_lr along a cosine, and stays there; "
-           "warmup_steps=0 and an int min_lr work too.")
+           "warmup_steps=0, a warm-up as long as the schedule and an int min_lr work too.")

@@ -105,6 +105,7 @@ class Summary:
     elapsed_s: float = 0.0
     sandbox: dict = field(default_factory=dict)
     out: str = ""
+    unplaced: dict[str, str] = field(default_factory=dict)  # a zip's files that are no one's: why
 
     def text(self) -> str:
         c = self.counts
@@ -115,4 +116,7 @@ class Summary:
                  f"Grades: {Path(self.out) / 'grades.csv'}; feedback: {Path(self.out) / 'feedback'}"]
         if self.sandbox:
             lines.append("Sandbox: " + "; ".join(f"{k} {v}" for k, v in self.sandbox.items()))
+        if self.unplaced:
+            lines.append(f"NOT GRADED, files of the zip that belong to no submission ({len(self.unplaced)}):")
+            lines += [f"  {name}: {why}" for name, why in sorted(self.unplaced.items())]
         return "\n".join(lines)

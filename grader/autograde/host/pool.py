@@ -164,7 +164,8 @@ def worker_env(work: Path) -> dict[str, str]:
 
 def job_for(sub: Submission, assignment: Assignment, template: Path, digest: str) -> GradeJob:
     return GradeJob(sub.student, sub.assignment, str(sub.folder), tuple(sub.files),
-                    tuple(sub.notes), str(assignment.source), str(template), digest)
+                    tuple(sub.notes), str(assignment.source), str(template), digest,
+                    tuple(sub.review), tuple(sub.placed_as.items()))
 
 
 class Pool:

@@ -37,6 +37,7 @@ from grader.autograde.host.submissions import (
     discover,
     extract_zip,
     read_lms,
+    read_unplaced,
     shard,
 )
 from grader.autograde.messages import WorkerSettings
@@ -110,7 +111,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
     try:
         root = Path(submissions).resolve()  # workers run elsewhere: a relative path would not do
         if root.is_file():
-            root = extract_zip(root, work / "unzipped", assignments)
+            root = extract_zip(root, work / "unzipped", assignments, options.assignments)
         elif not root.is_dir():
             raise SubmissionsError(f"{submissions} is neither a folder nor a zip of submissions.")
         subs = discover(root, assignments, options.assignments)
@@ -144,6 +145,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
         folder.sources = {s.key: s.folder for s in mine if s.folder}
         run = Run(folder, [s.key for s in mine], kept)
         run.summary.damaged = len(damaged)
+        run.summary.unplaced = read_unplaced(root)
         gradable = [s for s in todo if not s.problem]
         sandbox: dict = {}
         folder.write_manifest(manifest(options, subs, exercises, sandbox))

@@ -2,10 +2,15 @@
 
 The input is nbgrader's submitted layout, ``<student>/<assignment>/<notebook>.ipynb``
 (plus nbgrader's ``timestamp.txt``), as a folder or as a zip of it. A zip as an LMS
-exports it (Canvas: flat files named ``<student>_[late_]<id>_<id>_<notebook>.ipynb``) is
-rearranged into that layout. Every student found gets one :class:`Submission` per
-assignment of the batch: those that cannot be graded carry a ``problem`` that becomes the
-reason of an error row, so nobody is dropped silently.
+exports it is rearranged into that layout, one student folder per LMS identity (the LMS's
+id, never the display name alone: two John Smiths are two students): Canvas's flat files
+``<name>_[late_]<user id>_<submission id>_<file>``, Moodle's folders
+``<Full Name>_<participant id>_assignsubmission_file_/<file>``. Every student found gets one
+:class:`Submission` per assignment of the batch: those that cannot be graded carry a
+``problem`` that becomes the reason of an error row; a notebook under another name (one
+``.ipynb`` is unambiguous), a second notebook, or another assignment's notebook is graded and
+flagged for review (``review``); a file of a zip that belongs to no student is listed
+(:func:`read_unplaced`). Nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -34,10 +39,15 @@ IGNORED = {".ipynb_checkpoints", "__MACOSX", "__pycache__", ".DS_Store"}
 MAX_NOTEBOOK_MB = 50
 MAX_ZIP_MB = 4096
 CANVAS_NAME = re.compile(r"^(?P<student>[^_/]+)_(?P<late>late_)?(?P<user_id>\d+)_(?P<submission_id>\d+)_"
-                         r"(?P<file>.+?)(?:-\d+)?\.ipynb$")
-#: What a zip's LMS file names said (Canvas's user id, its late marker), per student and
-#: assignment, kept beside the unpacked submissions (hidden: no submission file).
+                         r"(?P<file>.+?)$")
+#: Canvas numbers a resubmitted file: ``self_attention-1.ipynb``.
+CANVAS_RESUBMISSION = re.compile(r"-\d+$")
+MOODLE_FOLDER = re.compile(r"^(?P<name>.+)_(?P<participant_id>\d+)_assignsubmission_[a-z]+_?$")
+#: What a zip's LMS file names said (Canvas's user id, its late marker, Moodle's participant id,
+#: the display name), per student and assignment, kept beside the unpacked submissions.
 LMS_FILE = ".lms.json"
+#: The zip's files that belong to no student's submission, each with why (listed by the run).
+UNPLACED_FILE = ".unplaced.json"
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,8 @@ class Submission:
     problem: str = ""
     notes: list[str] = field(default_factory=list)
     submitted: bool = True  # False: no folder for the assignment (``problem`` says so)
+    review: list[str] = field(default_factory=list)  # graded, and flagged for a person to look at
+    placed_as: dict[str, str] = field(default_factory=dict)  # a renamed notebook: file -> graded as
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,8 +149,10 @@ def short_error(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def inspect(student: str, assignment: Assignment, folder: Path) -> Submission:
-    """A present assignment folder: which files to grade, or the problem."""
+def inspect(student: str, assignment: Assignment, folder: Path,
+            others: dict[str, Assignment] | None = None) -> Submission:
+    """A present assignment folder: which files to grade (a lone notebook under another name
+    graded as the assignment's, flagged), or the problem."""
     sub = Submission(student, assignment.name, folder, _files(folder))
     notebooks = [f for f in sub.files if f.endswith(".ipynb") and "/" not in f]
     expected = [f"{name}.ipynb" for name in assignment.notebooks]
@@ -146,19 +160,32 @@ def inspect(student: str, assignment: Assignment, folder: Path) -> Submission:
         sub.problem = f"the folder is empty: expected {', '.join(expected)}"
         return sub
     present = [name for name in expected if name in notebooks]
-    if not present:
-        others = [f for f in notebooks if f not in expected]
-        sub.problem = (f"found {', '.join(others)} instead of {', '.join(expected)}: rename the "
-                       "notebook and grade again" if others else
+    extra = [f for f in notebooks if f not in expected]
+    if not present and len(extra) == 1 and len(expected) == 1:
+        sub.placed_as = {extra[0]: expected[0]}
+        sub.review.append(f"renamed: {extra[0]} graded as {expected[0]}")
+        present, extra = [extra[0]], []
+    elif not present:
+        sub.problem = (f"found {', '.join(extra)} instead of {', '.join(expected)}: keep the one "
+                       f"the student meant, rename it {expected[0]} and grade again" if extra else
                        f"no {', '.join(expected)} in the folder")
         return sub
+    if extra:
+        sub.review.append(f"also handed in {', '.join(extra)} (not graded): only {', '.join(present)} "
+                          "was; check which one the student meant")
     for name in expected:
-        if name not in present:
+        if name not in present and name not in sub.placed_as.values():
             sub.notes.append(f"{name} is missing: its exercises get 0 points")
     problems = [p for p in (_notebook_problem(folder / name) for name in present) if p]
     if problems:
         sub.problem = "; ".join(problems)
         return sub
+    for name in present:
+        owner = _owner(folder / name, assignment, others or {})
+        if owner:
+            sub.review.append(f"{name} holds the exercises of {owner}, not of {assignment.name}: "
+                              f"grade it as {owner} (move it to {student}/{owner}/) if that is what "
+                              "the student meant")
     if "timestamp.txt" in sub.files:
         try:
             parse_timestamp((folder / "timestamp.txt").read_text(errors="replace"))
@@ -166,6 +193,15 @@ def inspect(student: str, assignment: Assignment, folder: Path) -> Submission:
             sub.files.remove("timestamp.txt")
             sub.notes.append("timestamp.txt could not be read: lateness unknown")
     return sub
+
+
+def _owner(path: Path, assignment: Assignment, others: dict[str, Assignment]) -> str:
+    """The other assignment whose graded cells ``path`` holds, when it holds none of its own."""
+    ids = {exercise_name(c.metadata.get("nbgrader", {}).get("grade_id", ""))
+           for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")}
+    if not ids or ids & {name for name, _ in assignment.exercises}:
+        return ""
+    return next((a.name for a in others.values() if ids & {name for name, _ in a.exercises}), "")
 
 
 def _student_dirs(root: Path) -> list[Path]:
@@ -198,7 +234,7 @@ def discover(root: Path, assignments: dict[str, Assignment],
             if not _visible(child):
                 continue
             if child.is_dir() and child.name in assignments:
-                found[(student, child.name)] = inspect(student, assignments[child.name], child)
+                found[(student, child.name)] = inspect(student, assignments[child.name], child, assignments)
             elif child.is_dir():
                 found[(student, child.name)] = Submission(
                     student, child.name, child, problem=f"unknown assignment folder "
@@ -227,41 +263,105 @@ def discover(root: Path, assignments: dict[str, Assignment],
 # ---------------------------------------------------------------- zips
 
 
-def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment]) -> Path:
-    """Unpack ``archive`` safely into ``dest``; flat LMS exports are put in nbgrader's layout."""
+def lms_student(name: str, lms_id: str) -> str:
+    """The folder of an LMS identity: the display name, readable, and the LMS's id, unique."""
+    return f"{re.sub(r'[^a-z0-9]+', '', name.lower()) or 'student'}-{lms_id}"
+
+
+def _lms_entry(parts: tuple[str, ...]) -> tuple[str, dict[str, str], str] | None:
+    """(student folder, what the LMS said, file name) of a zip member an LMS named, else None."""
+    canvas = CANVAS_NAME.match(parts[-1]) if len(parts) == 1 else None
+    if canvas:
+        file = canvas["file"]
+        stem, suffix = (file[:-len(".ipynb")], ".ipynb") if file.endswith(".ipynb") else (file, "")
+        file = CANVAS_RESUBMISSION.sub("", stem) + suffix
+        return lms_student(canvas["student"], canvas["user_id"]), {
+            "lms": "canvas", "user_id": canvas["user_id"], "submission_id": canvas["submission_id"],
+            "late": "yes" if canvas["late"] else "no", "name": canvas["student"], "file": parts[-1]}, file
+    moodle = next((MOODLE_FOLDER.match(p) for p in parts[:2] if MOODLE_FOLDER.match(p)), None)
+    if moodle and parts[-1] != moodle.string:
+        return lms_student(moodle["name"], moodle["participant_id"]), {
+            "lms": "moodle", "participant_id": moodle["participant_id"], "name": moodle["name"],
+            "file": "/".join(parts)}, parts[-1]
+    return None
+
+
+def _members(zf: zipfile.ZipFile, archive: Path) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
+    """The zip's safe members (no absolute path, no '..', no link), within the size limit."""
+    total, members = 0, []
+    for info in zf.infolist():
+        parts = Path(info.filename).parts
+        if not parts or info.filename.startswith("/") or ".." in parts:
+            continue
+        if (info.external_attr >> 16) & 0o170000 == 0o120000:  # a symbolic link
+            continue
+        total += info.file_size
+        if total > MAX_ZIP_MB * 1e6:
+            raise SubmissionsError(f"{archive} unpacks to more than {MAX_ZIP_MB} MB; unpack "
+                                   "it yourself and pass the folder.")
+        members.append((info, parts))
+    return members
+
+
+def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment],
+                only: list[str] | None = None) -> Path:
+    """Unpack ``archive`` safely into ``dest``; LMS exports are put in nbgrader's layout.
+
+    An LMS file goes to its student's folder for the assignment its notebook names; a student's
+    notebook under another name goes to the batch's assignment (``only``'s one, or the one every
+    recognised notebook of the zip belongs to), where :func:`inspect` grades it and flags it. A
+    file that belongs to no student (or to no assignment that can be told) is listed in
+    :data:`UNPLACED_FILE` with what to do."""
     by_notebook = {nb: a.name for a in assignments.values() for nb in a.notebooks}
     dest.mkdir(parents=True, exist_ok=True)
-    total = 0
     lms: dict[str, dict[str, str]] = {}
+    unplaced: dict[str, str] = {}
     with zipfile.ZipFile(archive) as zf:
-        for info in zf.infolist():
-            parts = Path(info.filename).parts
-            if not parts or info.filename.startswith("/") or ".." in parts:
-                continue
-            if info.is_dir():  # kept: an empty folder is an answer too ("nothing handed in")
+        members = _members(zf, archive)
+        named = [(info, parts, _lms_entry(parts)) for info, parts in members if not info.is_dir()]
+        known = {by_notebook[Path(e[2]).stem] for _, _, e in named
+                 if e and e[2].endswith(".ipynb") and Path(e[2]).stem in by_notebook}
+        batch = only[0] if only and len(only) == 1 else (known.pop() if len(known) == 1 else None)
+        for info, parts in members:  # kept: an empty folder is an answer too ("nothing handed in")
+            moodle = next((MOODLE_FOLDER.match(p) for p in parts[:2] if MOODLE_FOLDER.match(p)), None)
+            if info.is_dir() and moodle:  # a participant's folder: the student, files or none
+                dest.joinpath(lms_student(moodle["name"], moodle["participant_id"])).mkdir(exist_ok=True)
+            elif info.is_dir():
                 dest.joinpath(*parts).mkdir(parents=True, exist_ok=True)
+        for info, parts, entry in named:
+            if any(p in IGNORED or p.startswith(".") for p in parts):  # the archiver's, not a student's
                 continue
-            if (info.external_attr >> 16) & 0o170000 == 0o120000:  # a symbolic link
-                continue
-            total += info.file_size
-            if total > MAX_ZIP_MB * 1e6:
-                raise SubmissionsError(f"{archive} unpacks to more than {MAX_ZIP_MB} MB; unpack "
-                                       "it yourself and pass the folder.")
-            target = dest.joinpath(*parts)
-            match = CANVAS_NAME.match(parts[-1]) if len(parts) == 1 else None
-            if match and match["file"] in by_notebook:
-                target = dest / match["student"] / by_notebook[match["file"]] / \
-                    f"{match['file']}.ipynb"
-                lms[f"{match['student']}/{by_notebook[match['file']]}"] = {
-                    "lms": "canvas", "user_id": match["user_id"],
-                    "submission_id": match["submission_id"], "late": "yes" if match["late"] else "no",
-                    "file": parts[-1]}
+            if entry is None:
+                if len(parts) == 1:
+                    unplaced[info.filename] = ("neither <student>/<assignment>/<notebook> nor an LMS file "
+                                               "name: put it in its student's folder and grade again")
+                    continue
+                target = dest.joinpath(*parts)
+            else:
+                student, said, file = entry
+                stem = Path(file).stem
+                assignment = by_notebook.get(stem) if file.endswith(".ipynb") else None
+                assignment = assignment if assignment and (not only or assignment in only) else batch
+                if assignment is None:
+                    unplaced[info.filename] = (f"{student}'s {file}: no assignment could be told from the "
+                                               "zip; grade it with --assignment NAME")
+                    continue
+                target = dest / student / assignment / file
+                lms.setdefault(f"{student}/{assignment}", said)
             target.parent.mkdir(parents=True, exist_ok=True)
             with zf.open(info) as source, open(target, "wb") as out:
                 shutil.copyfileobj(source, out)
     if lms:
         (dest / LMS_FILE).write_text(json.dumps(lms, indent=1, sort_keys=True))
+    if unplaced:
+        (dest / UNPLACED_FILE).write_text(json.dumps(unplaced, indent=1, sort_keys=True))
     return dest
+
+
+def read_unplaced(root: Path) -> dict[str, str]:
+    """What :func:`extract_zip` could not place: file -> why and what to do."""
+    path = root / UNPLACED_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def read_lms(root: Path) -> dict[tuple[str, str], dict[str, str]]:

@@ -78,9 +78,11 @@ def prepare_course(job: GradeJob, scratch: Path) -> CourseLayout:
     shutil.copy(job.template, course.gradebook)
     target = course.submitted(job.student, job.assignment)
     target.mkdir(parents=True)
+    placed_as = dict(job.placed_as)
     for name in job.files:
-        (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(Path(job.folder) / name, target / name)
+        graded_as = placed_as.get(name, name)
+        (target / graded_as).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(job.folder) / name, target / graded_as)
     return course
 
 
@@ -139,7 +141,7 @@ def grade(job: GradeJob, settings: WorkerSettings) -> Graded:
     """Grade one submission; never raises (a failure becomes an error result)."""
     started = time.monotonic()
     result = Result(job.student, job.assignment, content_hash=job.content_hash,
-                    notes=list(job.notes))
+                    notes=list(job.notes), flags=[f"review: {why}" for why in job.review])
     name = f"{safe_name(job.student)}-{uuid.uuid4().hex[:8]}"
     scratch, outbox = Path(settings.scratch) / name, Path(settings.outbox) / name
     scratch.mkdir(parents=True)

@@ -39,6 +39,7 @@ from nbgrader.preprocessors import (
 from traitlets.config import Config
 
 from grader.autograde.messages import GradingOptions
+from grader.autograde.worker.preprocessors.hide_hidden_tracebacks import HideHiddenTracebacks
 from grader.autograde.worker.preprocessors.mark_duplicates import MarkDuplicates
 from grader.autograde.worker.preprocessors.resilient_execute import ResilientExecute
 from grader.autograde.worker.preprocessors.restore_cells import RestoreCells
@@ -69,7 +70,8 @@ def course_config(root: Path, options: GradingOptions, source_notebook: Path | N
         ResilientExecute, IgnorePattern, ClearMetadataPreprocessor, LimitOutput,
         SaveAutoGradesIgnoringStderr, AssignLatePenalties, CheckCellMetadata]
     # Feedback shows the learner the diagnosis, not the hidden-test code that produced it.
-    config.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+    config.GenerateFeedback.preprocessors = [GetGrades, HideHiddenTracebacks, ClearHiddenTests,
+                                             CSSHTMLHeaderPreprocessor]
     config.GenerateFeedback.exporter_class = FeedbackPage
     if source_notebook is not None:
         config.RestoreCells.source_notebook = str(source_notebook)

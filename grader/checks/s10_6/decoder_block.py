@@ -1,5 +1,6 @@
 """Hidden check of ``DecoderBlock`` (defined in its visible module): its kinds again with other seeds,
-in float64 and float32, another device, and no multi-head attention of PyTorch's."""
+in float64 and float32 (dropout=1.0 in train() mode among them), another device, and no multi-head
+attention of PyTorch's."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ CASES = [
     decoder_case("dropout=0.1 in eval() mode", 726, "causal", True, dropout=0.1),
     decoder_case("float32, pre-norm", 727, "causal", True, torch.float32, norm_first=True),
     decoder_case("float32, post-norm", 728, "causal", True, torch.float32),
+    decoder_case("post-norm, GELU, dropout=1.0 in train() mode", 729, "causal+padding", True,
+                 activation="gelu", dropout=1.0, train=True),
+    decoder_case("pre-norm, dropout=1.0 in train() mode, float32", 719, "causal", True, torch.float32,
+                 norm_first=True, dropout=1.0, train=True),
 ]
 
 

@@ -1,10 +1,15 @@
 """Hidden check of ``greedy_decode`` (defined in its visible module): its cases on the scripted
-stand-in model (:class:`course.checking.standins.ScriptedModel`), on the grading device."""
+stand-in model (:class:`course.visible.s10_6.greedy_decode.MaskedScriptedModel`) and one more with
+another pad_id, on the grading device."""
 
-from course.visible.s10_6.greedy_decode import GreedyDecode
+from course.visible.s10_6.greedy_decode import CASES, GreedyDecode, _case
 from grader.checks.exercise import Exercise, registered
+
+MORE = [_case("model.pad_id=9, three sentences, two of them padded", 746,
+              [[1, 4, 2], [1, 6, 7, 8, 2], [1, 9, 9, 2], [1, 5, 2]], 1, 2, 9, "another pad_id", pad=9)]
 
 
 @registered
 class GradedGreedyDecode(GreedyDecode, Exercise):
-    pass
+    def cases(self):
+        return [*CASES, *MORE]

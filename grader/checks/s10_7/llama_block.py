@@ -10,12 +10,12 @@ from grader.checks.exercise import Exercise, check_device_independence, register
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 CASES = [
-    block_case("one head, causal", 960, Config(6, 1, 8), 2, 4, "causal", kind="causal mask"),
-    block_case("2 heads, no mask, eps=0.5", 961, Config(8, 2, 5, 0.5), 3, 5, None,
+    block_case("one head, causal, float64", 960, Config(6, 1, 8), 2, 4, "causal", kind="causal mask"),
+    block_case("2 heads, no mask, eps=0.5, float64", 961, Config(8, 2, 5, 0.5), 3, 5, None,
                kind="no mask, another eps"),
-    block_case("4 heads of 4, causal and padding, base=50", 962, Config(16, 4, 20, None, 50.0), 2, 7,
+    block_case("4 heads of 4, causal and padding, base=50, float64", 962, Config(16, 4, 20, None, 50.0), 2, 7,
                "padded", kind="causal and padding mask, another base"),
-    block_case("one token", 963, Config(4, 2, 6), 2, 1, "causal", kind="one token"),
+    block_case("one token, float64", 963, Config(4, 2, 6), 2, 1, "causal", kind="one token"),
     block_case("float32, 2 heads of 6, causal", 970, Config(12, 2, 16), 2, 6, "causal", torch.float32,
                kind="causal mask"),
 ]

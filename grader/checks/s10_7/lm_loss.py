@@ -18,6 +18,8 @@ CASES = [  # name, seed, B, n, V, pad_id, padded positions of row 0, label_smoot
     loss_case("float32, label_smoothing=0.1", 720, 3, 4, 8, 0, 2, 0.1, torch.float32),
     loss_case("float32, logits of about 80", 721, 2, 3, 6, 2, 1, 0.1, torch.float32, 80.0),
     loss_case("float32, logits of about 80, no smoothing", 722, 2, 4, 5, 0, 1, 0.0, torch.float32, 80.0),
+    loss_case("pad_id=-100", 705, 3, 4, 7, -100, 2, 0.0),
+    loss_case("pad_id=12, beyond V=9, label_smoothing=0.2", 706, 2, 6, 9, 12, 3, 0.2),
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from course.visible.s10_7.rms_norm import RMSNormModule, norm_case
+from course.visible.s10_7.rms_norm import RMSNormModule, norm_case, runs_in
 from grader.checks.exercise import Exercise, registered
 from grader.checks.tripwire import RMS_NORM
 
@@ -18,6 +18,8 @@ CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
     norm_case("d_model=1", 805, (3, 1), 1e-3),
     norm_case("float32, 3-D x", 820, (2, 4, 8), dtype=torch.float32),
     norm_case("float32, small x, eps=1e-4", 821, (3, 8), 1e-4, torch.float32, 1e-2),
+    norm_case("bfloat16, 3-D x", 830, (2, 4, 16), dtype=torch.bfloat16),
+    norm_case("float16, 2-D x, eps=1e-5", 831, (5, 8), 1e-5, torch.float16),
 ]
 
 
@@ -26,4 +28,4 @@ class GradedRMSNorm(RMSNormModule, Exercise):
     forbidden = RMS_NORM
 
     def cases(self):
-        return CASES
+        return [case for case in CASES if runs_in(case.dtype)]

@@ -37,7 +37,7 @@ def answers(solution):
         bug("upper", lambda n, device=None: torch.ones(n, n, device=device).triu().bool(),
             hidden=r"upper-triangular", mistake=UPPER),
         bug("float mask", lambda n, device=None: torch.ones(n, n, device=device).tril(),
-            hidden=r"bool tensor"),
+            hidden=r"bool tensor.*the triangle of ones with dtype=torch\.bool"),
         bug("ignores device", lambda n, device=None: torch.ones(n, n, dtype=torch.bool).tril(),
             hidden=r"device"),
         bug("batch axis", lambda n, device=None: torch.ones(1, n, n, dtype=torch.bool, device=device).tril(),

@@ -8,8 +8,13 @@ from torch import nn
 from course.visible.s10_6.decoder_block import (
     ALWAYS_POST,
     ALWAYS_PRE,
+    CREATION_ORDER,
     CROSS_FROM_X,
+    DROPOUT_AFTER_RESIDUAL,
+    DROPOUT_ON_INPUT,
+    FFN_NO_DROPOUT,
     NO_CROSS_RESIDUAL,
+    NO_DROPOUT,
     NO_MEMORY_MASK,
     NO_NORM3,
     NO_TGT_MASK,
@@ -209,6 +214,70 @@ class SharedNorm(DecoderBase):
         self.norm3 = self.norm2
 
 
+class DecoderNoDropout(DecoderBase):
+    """The sublayers' outputs never dropped (FeedForward still drops inside)."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        for sublayer, norm in self.steps():
+            x = x + sublayer(norm(x), memory, tgt_mask, memory_mask) if self.norm_first \
+                else norm(x + sublayer(x, memory, tgt_mask, memory_mask))
+        return x
+
+
+class DecoderDropoutAfterResidual(DecoderBase):
+    """Dropout on the residual sum instead of on the sublayer's output."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        for sublayer, norm in self.steps():
+            x = self.drop(x + sublayer(norm(x), memory, tgt_mask, memory_mask)) if self.norm_first \
+                else norm(self.drop(x + sublayer(x, memory, tgt_mask, memory_mask)))
+        return x
+
+
+class DecoderDropoutOnInput(DecoderBase):
+    """Dropout on what each sublayer reads (the queries' stream), not on what it returns."""
+
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        for sublayer, norm in self.steps():
+            x = x + sublayer(self.drop(norm(x)), memory, tgt_mask, memory_mask) if self.norm_first \
+                else norm(x + sublayer(self.drop(x), memory, tgt_mask, memory_mask))
+        return x
+
+
+class DecoderFFNWithoutDropout(DecoderBase):
+    """FeedForward built without the block's dropout (the sublayer dropouts are right)."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, activation, norm_first)
+        self.ffn = FeedForward(d_model, d_ff, activation)
+
+
+class DecoderNormsFirst(DecoderBase):
+    """The LayerNorms created before the attentions and the feed-forward network."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        nn.Module.__init__(self)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+
+class DecoderCrossFirst(DecoderBase):
+    """cross_attn created before self_attn: each starts with the other's random weights."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        nn.Module.__init__(self)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads)
+        self.self_attn = MultiHeadAttention(d_model, num_heads)
+        self.ffn = FeedForward(d_model, d_ff, activation, dropout)
+        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(d_model) for _ in range(3))
+        self.drop = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+
 def answers(solution):
     given(globals(), solution)
     return [
@@ -239,6 +308,17 @@ def answers(solution):
         bug("cross_attn is self_attn (aliased)", SharedAttention),
         bug("activation ignored", ActivationIgnored, mistake=RELU),
         bug("norm3 is norm2 (aliased)", SharedNorm),
+        bug("no sublayer dropout", DecoderNoDropout, hidden=r"dropout=1\.0 in train", mistake=NO_DROPOUT),
+        bug("dropout after the residual sum", DecoderDropoutAfterResidual, hidden=r"dropout=1\.0 in train",
+            mistake=DROPOUT_AFTER_RESIDUAL),
+        bug("dropout on the sublayer's input", DecoderDropoutOnInput, hidden=r"dropout=1\.0 in train",
+            mistake=DROPOUT_ON_INPUT),
+        bug("FeedForward without dropout", DecoderFFNWithoutDropout, hidden=r"self\.ffn's output in train",
+            mistake=FFN_NO_DROPOUT),
+        bug("norms created first", DecoderNormsFirst, hidden=r"order norm1, norm2, norm3, self_attn",
+            mistake=CREATION_ORDER),
+        bug("cross_attn created before self_attn", DecoderCrossFirst, hidden=r"order cross_attn, self_attn",
+            mistake=CREATION_ORDER),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["DecoderBlock"]),
             hidden=ON_A_FIXED_DEVICE),
     ]

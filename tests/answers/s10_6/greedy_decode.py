@@ -4,12 +4,14 @@ padding_mask)."""
 import torch
 import torch.nn.functional as F
 
-from tests.answers import bug, right
+from course.visible.s10_6.greedy_decode import GLOBAL_PAD
+from tests.answers import ON_A_FIXED_DEVICE, bug, right
 from tests.answers.s10_6 import given
 
 EXERCISE = "greedy_decode"
 BOS_ = 1
 padding_mask = None  # the notebook's, set by answers()
+PAD = 0  # the notebook's global padding id (its Vocab's <pad>)
 
 
 @torch.no_grad()
@@ -46,15 +48,15 @@ def greedy_pad_after_eos(model, src, bos_id, eos_id, max_len):
 
 
 def make_greedy(*, stop="all", length="total", feed="output", position=-1, bos="arg",
-                dtype=torch.long):
+                dtype=torch.long, pad="model", placed=True):
     """greedy_decode with one learner-like mistake switched on."""
 
     @torch.no_grad()
     def greedy(model, src, bos_id, eos_id, max_len):
-        mask = padding_mask(src, model.pad_id)
+        mask = padding_mask(src, model.pad_id if pad == "model" else PAD)
         memory = model.encode(src, mask)
         start = bos_id if bos == "arg" else BOS_
-        ys = torch.full((src.shape[0], 1), start, device=src.device).to(dtype)
+        ys = torch.full((src.shape[0], 1), start, device=src.device if placed else None).to(dtype)
         done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         steps = max_len - 1 if length == "total" else max_len
         for _ in range(steps):
@@ -114,4 +116,7 @@ def answers(solution):
         bug("float ids", make_greedy(dtype=torch.float32), hidden=r"LongTensor"),
         bug("argmax over the batch", greedy_argmax_batch),
         bug("feeds bos twice", feeds_bos_twice, hidden=r"does not follow from the tokens"),
+        bug("the notebook's PAD instead of model.pad_id", make_greedy(pad="global"),
+            hidden=r"marks the tokens equal to 0 as padding", mistake=GLOBAL_PAD),
+        bug("ys made without device=src.device", make_greedy(placed=False), hidden=ON_A_FIXED_DEVICE),
     ]

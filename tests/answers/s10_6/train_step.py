@@ -7,25 +7,31 @@ from torch import nn
 from course.visible.s10_6.train_step import (
     CLIP_AFTER_STEP,
     CLIPPED_AT_ONE,
+    CLIPPED_BY_VALUE,
+    EVAL_CALLED,
     EVAL_MODE,
     GRADIENTS_PILE_UP,
+    LOSS_AFTER_UPDATE,
+    LOSS_SUMMED,
     NO_SHIFT,
     NOT_CLIPPED,
     PADDING_COUNTED,
     SCHEDULER_BEFORE_STEP,
     SCHEDULER_NOT_STEPPED,
+    SCORED_ON_INPUT,
     SHIFT_REVERSED,
     SMOOTHING_IGNORED,
     ZEROED_AFTER_STEP,
+    ZEROED_BEFORE_STEP,
 )
 from tests.answers import bug, right
 
 EXERCISE = "train_step"
 
 
-def _loss(logits, targets, pad_id, e):
+def _loss(logits, targets, pad_id, e, reduction="mean"):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=pad_id,
-                           label_smoothing=e)
+                           label_smoothing=e, reduction=reduction)
 
 
 def step_by_hand(model, src, tgt, optimizer, scheduler=None, pad_id=0, label_smoothing=0.0,
@@ -93,19 +99,25 @@ def zero_after_step(model, src, tgt, optimizer, scheduler=None, pad_id=0, label_
 
 def _step(model, src, tgt, optimizer, scheduler=None, pad_id=0, label_smoothing=0.0, max_grad_norm=1.0, *,
           read=None, scored=None, ignore=None, smoothing=True, zero=True, clip="before", train=True,
-          schedule="after", returned="loss"):
+          schedule="after", returned="loss", reduction="mean"):
     """The contract's step with one thing done wrong (the keywords after *)."""
-    if train:
+    if train == "eval":
+        model.eval()
+    elif train:
         model.train()
     logits = model(src, tgt[:, :-1] if read is None else read(tgt))
     loss = _loss(logits, tgt[:, 1:] if scored is None else scored(tgt), pad_id if ignore is None else ignore,
-                 label_smoothing if smoothing else 0.0)
-    if zero:
+                 label_smoothing if smoothing else 0.0, reduction)
+    if zero is True:
         optimizer.zero_grad()
     loss.backward()
+    if zero == "between":
+        optimizer.zero_grad()
     norm = max_grad_norm if clip != "at 1" else 1.0
     if norm is not None and clip in ("before", "at 1"):
         nn.utils.clip_grad_norm_(model.parameters(), norm)
+    if norm is not None and clip == "value":
+        nn.utils.clip_grad_value_(model.parameters(), norm)
     if scheduler is not None and schedule == "before":
         scheduler.step()
     optimizer.step()
@@ -163,8 +175,19 @@ def answers(solution):
         bug("gradients set to None after the step (nanoGPT's order)", zero_after_step,
             mistake=ZEROED_AFTER_STEP),
         bug("model left in eval mode", planted(train=False), mistake=EVAL_MODE),
-        bug("pad_id 0 hard-coded", planted(ignore=0), hidden="differs"),
+        bug("scored on tgt[:, :-1]", planted(scored=lambda t: t[:, :-1]),
+            hidden=r"call 1 of 2.*returned a loss", mistake=SCORED_ON_INPUT),
+        bug("zero_grad between backward() and step()", planted(zero="between"),
+            hidden=r"call 1 of 2.*gradients it left", mistake=ZEROED_BEFORE_STEP),
+        bug("clip_grad_value_", planted(clip="value"), hidden=r"call 1 of 2.*gradients it left",
+            mistake=CLIPPED_BY_VALUE),
+        bug("reduction='sum'", planted(reduction="sum"), hidden=r"call 1 of 2.*returned a loss",
+            mistake=LOSS_SUMMED),
+        bug("model.eval()", planted(train="eval"), hidden=r"call 1 of 2.*in eval\(\) mode",
+            mistake=EVAL_CALLED),
+        bug("pad_id 0 hard-coded", planted(ignore=0), hidden=r"(?s)returned a loss.*ignore_index"),
         bug("returns the loss tensor", planted(returned="tensor"), hidden="Python float"),
-        bug("returns the loss after the update", planted(returned="after the update"), hidden="differs"),
+        bug("returns the loss after the update", planted(returned="after the update"),
+            hidden=r"call 1 of 2.*returned a loss", mistake=LOSS_AFTER_UPDATE),
         bug("class weights on a fixed device", fixed_device_weights, hidden="without a device"),
     ]

@@ -9,6 +9,7 @@ from torch import nn
 from course.visible.s10_6.transformer import (
     BLOCK_ACTIVATION,
     BLOCK_NORM_FIRST,
+    CREATION_ORDER,
     EMB_SCALE,
     FUTURE_MASK,
     NO_CAUSAL,
@@ -228,6 +229,44 @@ class CausalOnCPU(TransformerBase):
         return causal_mask(tgt.shape[1])  # on the CPU whatever tgt's device
 
 
+class OutputLayerFirst(TransformerBase):
+    """out created right after the embeddings, before the blocks: every block starts from other numbers."""
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
+                 num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, activation="relu",
+                 norm_first=False, max_len=64, pad_id=0):
+        nn.Module.__init__(self)
+        self.pad_id = pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
+        self.out = nn.Linear(d_model, tgt_vocab_size)
+        self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
+        block = (d_model, num_heads, d_ff, dropout, activation, norm_first)
+        self.encoder_layers = nn.ModuleList(TransformerBlock(*block) for _ in range(num_encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderBlock(*block) for _ in range(num_decoder_layers))
+        self.encoder_norm = self.final_norm(d_model, norm_first)
+        self.decoder_norm = self.final_norm(d_model, norm_first)
+
+
+class DecoderBeforeEncoder(TransformerBase):
+    """The decoder's blocks created before the encoder's."""
+
+    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=64, num_heads=4, d_ff=128,
+                 num_encoder_layers=2, num_decoder_layers=2, dropout=0.0, activation="relu",
+                 norm_first=False, max_len=64, pad_id=0):
+        nn.Module.__init__(self)
+        self.pad_id = pad_id
+        self.src_embed = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
+        self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
+        block = (d_model, num_heads, d_ff, dropout, activation, norm_first)
+        self.decoder_layers = nn.ModuleList(DecoderBlock(*block) for _ in range(num_decoder_layers))
+        self.encoder_layers = nn.ModuleList(TransformerBlock(*block) for _ in range(num_encoder_layers))
+        self.encoder_norm = self.final_norm(d_model, norm_first)
+        self.decoder_norm = self.final_norm(d_model, norm_first)
+        self.out = nn.Linear(d_model, tgt_vocab_size)
+
+
 def answers(solution):
     given(globals(), solution)
     return [
@@ -243,7 +282,7 @@ def answers(solution):
             hidden=r"without the source padding mask \(memory_mask\)",
             mistake=NO_CROSS_PADDING),
         bug("pad 0 in forward", TransformerPadZero,
-            hidden=r"forward should build padding_mask\(src, self\.pad_id\)"),
+            hidden=r"forward builds the source padding mask with the model.s own pad_id"),
         bug("forward without mask", TransformerForwardNoMask, hidden=r"model\(src, tgt\) differs"),
         bug("no final norm (pre-norm)", TransformerNoFinalNorm, hidden=r"without their final LayerNorms",
             mistake=NO_FINAL_NORM),
@@ -263,5 +302,9 @@ def answers(solution):
         bug("activation not passed to the blocks", BlocksAlwaysRelu, mistake=BLOCK_ACTIVATION),
         bug("pre-norm: encoder_norm not applied", NoEncoderNorm, mistake=NO_ENCODER_NORM),
         bug("probabilities returned instead of logits", SoftmaxOutput, mistake=PROBABILITIES),
+        bug("out created before the blocks", OutputLayerFirst, hidden=r"order src_embed, tgt_embed, out",
+            mistake=CREATION_ORDER),
+        bug("decoder blocks created before the encoder's", DecoderBeforeEncoder,
+            hidden=r"order src_embed, tgt_embed, decoder_layers, encoder_layers", mistake=CREATION_ORDER),
         bug("causal mask on the CPU", CausalOnCPU, hidden=r"fixed device|without a device"),
     ]

@@ -7,6 +7,7 @@ from torch import nn
 
 from course.visible.s10_7.gpt import (
     BLOCKS_WITHOUT_DROPOUT,
+    DROPOUT_BEFORE_POSITIONS,
     NO_EMBEDDING_DROPOUT,
     NO_FINAL_NORM,
     NO_POSITIONS,
@@ -114,6 +115,11 @@ def family(TransformerBlock):
             positions = torch.arange(ids.shape[1], device=ids.device)
             return self.drop(self.tok_embed(ids)) + self.pos_embed(positions)
 
+    class DropoutOnPositionsOnly(Written):
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            return self.tok_embed(ids) + self.drop(self.pos_embed(positions))
+
     class Scaled(Written):
         def embed(self, ids):
             positions = torch.arange(ids.shape[1], device=ids.device)
@@ -185,7 +191,10 @@ def answers(solution):
             mistake=NO_EMBEDDING_DROPOUT),
         bug("blocks without dropout", c["BlocksWithoutDropout"], hidden="blocks still add",
             mistake=BLOCKS_WITHOUT_DROPOUT),
-        bug("dropout on the token embedding only", c["DropoutOnTokensOnly"], mistake=NO_EMBEDDING_DROPOUT),
+        bug("dropout on the token embedding only", c["DropoutOnTokensOnly"], hidden="position to position",
+            mistake=DROPOUT_BEFORE_POSITIONS),
+        bug("dropout on the position embedding only", c["DropoutOnPositionsOnly"], hidden="depend on the ids",
+            mistake=NO_EMBEDDING_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),

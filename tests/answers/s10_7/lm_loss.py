@@ -5,6 +5,7 @@ import torch.nn.functional as F
 
 from course.visible.s10_7.lm_loss import (
     NO_LOGSUMEXP,
+    PAD_GATHERED,
     PAD_ID_ZERO,
     PADDING_IN_MEAN,
     PADDING_NOT_IGNORED,
@@ -27,11 +28,13 @@ def loss_logsumexp(logits, targets, pad_id, label_smoothing=0.0):
 
 
 def loss_smoothed_distribution(logits, targets, pad_id, label_smoothing=0.0):
-    """The smoothed target distribution q = (1 - e) one-hot + e / V, then -sum q log p."""
+    """The smoothed target distribution q = (1 - e) one-hot + e / V, then -sum q log p (the padding
+    targets made 0 first: a pad_id need not be a valid index)."""
     V = logits.shape[-1]
     shifted = logits - logits.amax(-1, keepdim=True)
     log_probs = shifted - shifted.exp().sum(-1, keepdim=True).log()  # (B, n, V)
-    q = F.one_hot(targets, V).to(logits.dtype) * (1 - label_smoothing) + label_smoothing / V
+    words = torch.where(targets == pad_id, torch.zeros_like(targets), targets)
+    q = F.one_hot(words, V).to(logits.dtype) * (1 - label_smoothing) + label_smoothing / V
     per = -(q * log_probs).sum(-1)  # (B, n)
     keep = (targets != pad_id).to(logits.dtype)
     return (per * keep).sum() / keep.sum()
@@ -40,9 +43,26 @@ def loss_smoothed_distribution(logits, targets, pad_id, label_smoothing=0.0):
 def _per_position(logits, targets, e, spread="all"):
     V = logits.shape[-1]
     neg = -(logits - torch.logsumexp(logits, -1, keepdim=True))  # (B, n, V)
-    nll = neg.gather(-1, targets[..., None])[..., 0]
+    nll = neg.gather(-1, targets.clamp(0, V - 1)[..., None])[..., 0]  # a pad_id outside [0, V): any word
     return (1 - e) * nll + e * {"all": neg.mean(-1), "others": (neg.sum(-1) - nll) / (V - 1),
                                 "sum": neg.sum(-1)}[spread]
+
+
+def gather_at_padding(logits, targets, pad_id, label_smoothing=0.0):
+    """Published code's way: -log p looked up at every target, then the padded positions dropped. Right
+    for a pad_id in [0, V); an index error for pad_id=-100 or any id outside the vocabulary."""
+    log_probs = logits - torch.logsumexp(logits, dim=-1, keepdim=True)  # (B, n, V)
+    nll = -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, n): padding's too
+    per = (1 - label_smoothing) * nll - label_smoothing * log_probs.mean(-1)
+    return per[targets != pad_id].mean()
+
+
+def one_hot_targets(logits, targets, pad_id, label_smoothing=0.0):
+    """The smoothed target distribution from F.one_hot of every target: one_hot refuses -100."""
+    V = logits.shape[-1]
+    q = F.one_hot(targets, V).to(logits.dtype) * (1 - label_smoothing) + label_smoothing / V
+    per = -(q * (logits - torch.logsumexp(logits, -1, keepdim=True))).sum(-1)
+    return per[targets != pad_id].mean()
 
 
 def smoothing_other_words(logits, targets, pad_id, label_smoothing=0.0):
@@ -58,7 +78,7 @@ def smoothing_annotated(logits, targets, pad_id, label_smoothing=0.0):
     V = logits.shape[-1]
     log_probs = logits - torch.logsumexp(logits, -1, keepdim=True)
     q = torch.full_like(log_probs, label_smoothing / (V - 2))
-    q.scatter_(-1, targets[..., None], 1 - label_smoothing)
+    q.scatter_(-1, targets.clamp(0, V - 1)[..., None], 1 - label_smoothing)
     q[..., pad_id] = 0
     per = -(q * log_probs).sum(-1)
     return per[targets != pad_id].mean()
@@ -80,14 +100,16 @@ def pad_zero_hardcoded(logits, targets, pad_id, label_smoothing=0.0):
 def no_logsumexp(logits, targets, pad_id, label_smoothing=0.0):
     probs = logits.exp() / logits.exp().sum(-1, keepdim=True)  # overflows for large logits
     neg = -probs.log()
-    per = (1 - label_smoothing) * neg.gather(-1, targets[..., None])[..., 0] + label_smoothing * neg.mean(-1)
+    nll = neg.gather(-1, targets.clamp(0, logits.shape[-1] - 1)[..., None])[..., 0]
+    per = (1 - label_smoothing) * nll + label_smoothing * neg.mean(-1)
     return per[targets != pad_id].mean()
 
 
 def logsumexp_unshifted(logits, targets, pad_id, label_smoothing=0.0):
     """log(sum(exp(z))) written out without subtracting the largest logit: inf above about 88 in float32."""
     neg = logits.exp().sum(-1, keepdim=True).log() - logits  # (B, n, V): -log p_v
-    per = (1 - label_smoothing) * neg.gather(-1, targets[..., None])[..., 0] + label_smoothing * neg.mean(-1)
+    nll = neg.gather(-1, targets.clamp(0, logits.shape[-1] - 1)[..., None])[..., 0]
+    per = (1 - label_smoothing) * nll + label_smoothing * neg.mean(-1)
     return per[targets != pad_id].mean()
 
 
@@ -106,7 +128,8 @@ def calls_cross_entropy(logits, targets, pad_id, label_smoothing=0.0):
 
 def calls_log_softmax(logits, targets, pad_id, label_smoothing=0.0):
     neg = -torch.log_softmax(logits, dim=-1)
-    per = (1 - label_smoothing) * neg.gather(-1, targets[..., None])[..., 0] + label_smoothing * neg.mean(-1)
+    nll = neg.gather(-1, targets.clamp(0, logits.shape[-1] - 1)[..., None])[..., 0]
+    per = (1 - label_smoothing) * nll + label_smoothing * neg.mean(-1)
     return per[targets != pad_id].mean()
 
 
@@ -145,6 +168,9 @@ def answers(solution):
         bug("padding counted in the mean", padding_in_mean, mistake=PADDING_IN_MEAN),
         bug("padding not ignored", padding_not_ignored, mistake=PADDING_NOT_IGNORED),
         bug("pad_id 0 hard-coded", pad_zero_hardcoded, hidden="differs", mistake=PAD_ID_ZERO),
+        bug("-log p gathered at the padding targets too", gather_at_padding, hidden="pad_id=-100",
+            mistake=PAD_GATHERED),
+        bug("F.one_hot of every target, padding included", one_hot_targets, mistake=PAD_GATHERED),
         bug("no log-sum-exp", no_logsumexp, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("log-sum-exp without the shift", logsumexp_unshifted, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("0 when all padded", count_clamped, hidden="should be nan"),

@@ -7,6 +7,7 @@ from torch import nn
 from course.visible.s10_7.rms_norm import (
     EPS_OUTSIDE,
     FLOAT32_INSIDE,
+    FLOAT32_RESULT,
     LAYER_NORM,
     MEAN_OVER_ALL,
     NO_SQRT,
@@ -105,6 +106,24 @@ class Float32Inside(Base):
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
 
 
+class AtLeastFloat32(Base):
+    """A right answer: computed in float32 at least (float64 stays float64), cast back to the dtype of x."""
+
+    def forward(self, x):
+        inside = x.to(torch.promote_types(x.dtype, torch.float32))
+        normed = inside * torch.rsqrt(inside.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.to(x.dtype) * self.weight
+
+
+class HalfUpcastNotCastBack(Base):
+    """A half-precision x computed in float32 (Hugging Face's way), the result never cast back."""
+
+    def forward(self, x):
+        if x.dtype in (torch.float16, torch.bfloat16):
+            x = x.float()
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
 class FixedDevice(Base):
     def forward(self, x):
         eps = torch.full((1,), self.eps, dtype=x.dtype)  # on the CPU whatever x's device
@@ -116,6 +135,7 @@ def answers(solution):
         right("solution", solution["RMSNorm"]),
         right("RMSNormDivide", Divide),
         right("RMSNormFromNorm", FromNorm),
+        right("at least float32 inside, cast back", AtLeastFloat32),
         bug("LayerNorm (mean removed)", LayerNormLike, hidden="differs", mistake=LAYER_NORM),
         bug("eps outside the sqrt", EpsOutside, mistake=EPS_OUTSIDE),
         bug("no sqrt", NoSqrt, mistake=NO_SQRT),
@@ -127,5 +147,7 @@ def answers(solution):
         bug("weight starts random", RandomStart, hidden="start as ones"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),
         bug("float32 inside, cast back", Float32Inside, hidden="float32 rounding", mistake=FLOAT32_INSIDE),
+        bug("half precision upcast, never cast back", HalfUpcastNotCastBack, hidden="bfloat16.*dtype of x",
+            mistake=FLOAT32_RESULT),
         bug("eps on a fixed device", FixedDevice, hidden="without a device"),
     ]

@@ -9,6 +9,7 @@ from course.visible.s10_7.warmup_cosine_lr import (
     COSINE_OVER_TOTAL,
     COSINE_TO_ZERO,
     DECAY_ONE_SHORT,
+    NO_DECAY_DIVIDES,
     NO_FLOOR,
     WARMUP_FROM_ZERO,
     WARMUP_ONE_LONG,
@@ -95,10 +96,34 @@ def no_floor(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
 
 
 def min_lr_as_given(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
-    """Right numbers, but min_lr returned as it came: an int when it was given as one."""
+    """min_lr returned as it came: an int when it was given as one (LambdaLR multiplies an int too)."""
     if step >= total_steps:
         return min_lr
     return lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr)
+
+
+def get_lr(it, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """Karpathy's build-nanogpt get_lr as published (its globals made arguments): min_lr returned as
+    given, the int 0 too, past the last step."""
+    # 1) linear warmup for warmup_iters steps
+    if it < warmup_steps:
+        return max_lr * (it+1) / warmup_steps
+    # 2) if it > lr_decay_iters, return min learning rate
+    if it > max_steps:
+        return min_lr
+    # 3) in between, use cosine decay down to min learning rate
+    decay_ratio = (it - warmup_steps) / (max_steps - warmup_steps)
+    assert 0 <= decay_ratio <= 1
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) # coeff starts at 1 and goes to 0
+    return min_lr + coeff * (max_lr - min_lr)
+
+
+def progress_first(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """The decay's progress computed before the warm-up test: 0 / 0 when warmup_steps == total_steps."""
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    return min_lr + (peak_lr - min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def answers(solution):
@@ -106,13 +131,16 @@ def answers(solution):
         right("solution", solution["warmup_cosine_lr"]),
         right("lr_clamped", lr_clamped),
         right("lr_numpy", lr_numpy),
+        right("min_lr returned as given (an int)", min_lr_as_given),
+        right("build-nanogpt's get_lr", get_lr),
         bug("warm-up from 0", warmup_from_zero, hidden="differs", mistake=WARMUP_FROM_ZERO),
         bug("warm-up one step long", warmup_one_long, mistake=WARMUP_ONE_LONG),
         bug("cosine to 0", cosine_to_zero, mistake=COSINE_TO_ZERO),
         bug("cosine over total_steps", cosine_over_total, mistake=COSINE_OVER_TOTAL),
         bug("decay ends a step early", decay_one_short, mistake=DECAY_ONE_SHORT),
         bug("no floor after total_steps", no_floor, mistake=NO_FLOOR),
-        bug("returns a tensor", lr_tensor, hidden="plain Python float"),
-        bug("returns min_lr as an int", min_lr_as_given, hidden="plain Python float.*type int"),
+        bug("returns a tensor", lr_tensor, hidden=r"a real number \(int or float\), not a tensor"),
+        bug("decay's progress before the warm-up test", progress_first, hidden="ZeroDivisionError",
+            mistake=NO_DECAY_DIVIDES),
         bug("divides by warmup_steps=0", lr_warmup_ratio, hidden="ZeroDivisionError"),
     ]
