@@ -138,8 +138,8 @@ def test_the_command_line_refuses_with_one_line_and_exit_2(capsys, monkeypatch):
     assert main(["new-exercise", "10.1", "qkv_projections", "--kind", "function"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and error.startswith("new-exercise: 'qkv_projections' exists"), error
-    assert main(["new-exercise", "10.9", "anything", "--kind", "function"]) == 2
-    assert "No section '10.9'" in capsys.readouterr().err
+    assert main(["new-exercise", "10.99", "anything", "--kind", "function"]) == 2  # no such section
+    assert "No section '10.99'" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- filled: the checks pass
