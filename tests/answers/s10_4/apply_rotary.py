@@ -7,6 +7,7 @@ import torch
 from course.visible.s10_4.apply_rotary import (
     ADDED,
     BASE_IGNORED,
+    CAT,
     CLOCKWISE,
     EXPONENT_4I,
     EXPONENT_I,
@@ -109,7 +110,7 @@ def positions_on_the_cpu(x, positions=None, base=10000.0):
 
 def make_rotary(*, halves=False, clockwise=False, exponent=2.0, inverted=False, start=0,
                 use_positions=True, use_base=True, swap=False, added=False, check_d=True,
-                device_of_x=True, dtype="x", scale=None, square=False):
+                device_of_x=True, dtype="x", scale=None, square=False, cat=False):
     """apply_rotary with one learner-like mistake switched on."""
 
     def rotary(x, positions=None, base=10000.0):
@@ -137,7 +138,7 @@ def make_rotary(*, halves=False, clockwise=False, exponent=2.0, inverted=False, 
         new_a, new_b = first * cos - second * sin, first * sin + second * cos
         if scale is not None:
             new_a, new_b = new_a * (1 + p[:, None] * scale), new_b * (1 + p[:, None] * scale)
-        out = torch.cat([new_a, new_b], -1) if halves else torch.stack([new_a, new_b], -1).flatten(-2)
+        out = torch.cat([new_a, new_b], -1) if halves or cat else torch.stack([new_a, new_b], -1).flatten(-2)
         return out if dtype == "promoted" else out.to(x.dtype)
 
     return rotary
@@ -177,6 +178,7 @@ def answers(solution):
         right("rotary_loop", rotary_loop),
         right("rotary_table_moved", rotary_table_moved),
         bug("halves (rotate_half)", make_rotary(halves=True), hidden=r"column i \+ d/2", mistake=HALVES),
+        bug("put back as halves (torch.cat)", make_rotary(cat=True), hidden=r"two halves", mistake=CAT),
         bug("clockwise", make_rotary(clockwise=True), hidden=r"clockwise", mistake=CLOCKWISE),
         bug("exponent i/d", make_rotary(exponent=1.0), hidden=r"exponent i/d instead of 2i/d",
             mistake=EXPONENT_I),
