@@ -61,10 +61,12 @@ class DotProductVariance(Exercise):
     def evaluate(self, case, got, device):
         have, d_k, scaled = float(got["variance"]), case.params["d_k"], case.params["scaled"]
         if not within_theory(have, d_k, scaled):
+            hint = SCALED_HINT if scaled else UNSCALED_HINT
+            hint = PER_ENTRY_HINT if per_entry(have, d_k, scaled) else hint
             raise CheckFailure(
                 f"For d_k={d_k}{', scaled' if scaled else ''} the variance should be close to "
                 f"{1 if scaled else d_k:g} (within {VARIANCE_RTOL:.0%}); yours is {have:.3g}. "
-                f"{PER_ENTRY_HINT if per_entry(have, d_k, scaled) else SCALED_HINT if scaled else UNSCALED_HINT}")
+                f"{hint}")
 
 
 @visible_check
