@@ -9,8 +9,16 @@ from course.checking import VARIANCE_RTOL, Case, CheckFailure, Exercise, passed,
 
 SCALED_HINT = ("With scaled=True every dot product is divided by sqrt(d_k) before the variance is taken: "
                "look at where (and whether) yours is.")
-UNSCALED_HINT = ("Draw q and k with independent standard normal entries (torch.randn) and take the "
-                 "variance of their dot products.")
+UNSCALED_HINT = ("Each sample should be one dot product q·k of two vectors of d_k independent standard "
+                 "normal entries: look at how you draw q and k, and at what you take the variance of.")
+PER_ENTRY_HINT = ("That is the variance of single products q_i·k_i, not of dot products: a dot product "
+                  "adds up d_k such products, one per feature, before the variance is taken.")
+
+
+def per_entry(value: float, d_k: int, scaled: bool) -> bool:
+    """Is an unscaled ``value`` the variance of single products (1), not of dot products (d_k)?
+    (Scaled, 1/d_k is also dots / d_k; the unscaled case comes first and tells them apart.)"""
+    return not scaled and d_k > 1 and abs(value - 1.0) <= VARIANCE_RTOL
 
 
 def cases(sizes, samples: int, seed: int) -> list[Case]:
@@ -53,10 +61,12 @@ class DotProductVariance(Exercise):
     def evaluate(self, case, got, device):
         have, d_k, scaled = float(got["variance"]), case.params["d_k"], case.params["scaled"]
         if not within_theory(have, d_k, scaled):
+            hint = SCALED_HINT if scaled else UNSCALED_HINT
+            hint = PER_ENTRY_HINT if per_entry(have, d_k, scaled) else hint
             raise CheckFailure(
                 f"For d_k={d_k}{', scaled' if scaled else ''} the variance should be close to "
                 f"{1 if scaled else d_k:g} (within {VARIANCE_RTOL:.0%}); yours is {have:.3g}. "
-                f"{SCALED_HINT if scaled else UNSCALED_HINT}")
+                f"{hint}")
 
 
 @visible_check

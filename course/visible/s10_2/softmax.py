@@ -41,8 +41,20 @@ CASES = [  # params: the shape of the logits, dim, and the scale of large logits
 ]
 
 
-def overflowed(where: str) -> CheckFailure:
-    """The failure for inf or NaN on large logits (both sides word it so)."""
+def overflowed(where: str, output: torch.Tensor | None = None, dim: int = -1) -> CheckFailure:
+    """The failure for inf or NaN on large logits (both sides word it so): whole slices of NaN
+    beside finite ones are an underflow (0/0: one maximum subtracted for all the slices), the
+    rest an overflow."""
+    underflow = False
+    if output is not None and output.dim() > 0:
+        bad = ~torch.isfinite(output.detach())
+        whole = bad.all(dim=dim)
+        underflow = bool(whole.any()) and bool((bad.any(dim=dim) == whole).all()) and not bool(whole.all())
+    if underflow:
+        return CheckFailure(f"softmax gives NaN for whole slices in {where}: every exp of such a slice "
+                            "underflowed to 0 and the division was 0/0. A slice whose logits all lie far "
+                            "below the maximum you subtract meets this: subtract each slice's own maximum, "
+                            "taken along dim.")
     return CheckFailure(f"softmax gives inf or NaN in {where}. exp overflows for large logits: subtract "
                         "the maximum along dim first (softmax(x) = softmax(x - max(x))).")
 
@@ -77,7 +89,7 @@ class Softmax(Exercise):
 
     def evaluate(self, case, got, device):
         if "scale" in case.params and not all(torch.isfinite(t).all() for t in got.values()):
-            raise overflowed(str(case))
+            raise overflowed(str(case), got["output"], case.params["dim"])
         super().evaluate(case, got, device)
 
     def extra_checks(self, impl, device):

@@ -57,11 +57,15 @@ SWAPPED = Mistake("swapped", "cosine and sine exchanged: (a sin - b cos, a cos +
 ADDED = Mistake("added", "the sinusoidal encoding added to x instead of rotating x", "Rotary embedding "
                 "multiplies: each pair (a, b) becomes (a cos - b sin, a sin + b cos), so its length stays "
                 "the same.")
+CAT = Mistake("cat", "the turned pairs put back as two halves (every new a, then every new b) instead "
+              "of in their own columns 2i and 2i+1", "Each turned pair goes back where it came from: "
+              "new a in column 2i, new b in column 2i+1, pair after pair. Look at how you join the "
+              "two results.")
 #: The switches of :func:`probe_images` that reproduce each mistake.
 SWITCHES = {HALVES: {"halves": True}, CLOCKWISE: {"direction": -1.0}, EXPONENT_I: {"exponent": 1.0},
             EXPONENT_4I: {"exponent": 4.0}, INVERTED: {"inverted": True}, FROM_ONE: {"start": 1},
             POSITIONS_IGNORED: {"ignore_positions": True}, BASE_IGNORED: {"base": 10000.0},
-            SWAPPED: {"swap": True}, ADDED: {"added": True}}
+            SWAPPED: {"swap": True}, ADDED: {"added": True}, CAT: {"cat": True}}
 LENGTH = ("The length of each pair (x[..., 2i], x[..., 2i+1]) should not change (a rotation), but it does: "
           "new a = a cos - b sin, new b = a sin + b cos, with the old a and b on both lines.")
 OFFSET = ("The score of the rotated query at position m and the rotated key at n should depend only on "
@@ -105,7 +109,7 @@ def expect_rotated(out, x: torch.Tensor, what: str, where: str) -> torch.Tensor:
 
 def turned_probe(p: float, column: int, d: int, base: float, probe: str, *, halves: bool = False,
                  direction: float = 1.0, exponent: float = 2.0, inverted: bool = False, swap: bool = False,
-                 added: bool = False) -> float:
+                 added: bool = False, cat: bool = False) -> float:
     """Entry ``column`` of a probe token at position p after the rotation: the probe "even"
     puts the point (1, 0) in every pair, "odd" the point (0, 1); they should come out as
     (cos, sin) and (-sin, cos) of p * base^(-2i/d). The keywords switch on known mistakes
@@ -114,7 +118,8 @@ def turned_probe(p: float, column: int, d: int, base: float, probe: str, *, halv
         return float((j % 2 == 0) == (probe == "even"))
 
     half = d // 2
-    i, first = (column % half, column < half) if halves else (column // 2, column % 2 == 0)
+    layout_halves = halves or cat  # cat: pairs interleaved, put back as halves
+    i, first = (column % half, column < half) if layout_halves else (column // 2, column % 2 == 0)
     a, b = (x(i), x(i + half)) if halves else (x(2 * i), x(2 * i + 1))
     power = exponent * i / d
     angle = direction * p * (base ** power if inverted else base ** -power)

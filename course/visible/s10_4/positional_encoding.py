@@ -82,6 +82,10 @@ def expect_dropout(make, call, pe: torch.Tensor) -> None:
         out = call("dropout=0.5, train()", module, x)
     dropped = out.abs() <= atol
     kept = (out - 2 * want).abs() <= 2 * atol
+    if close(out, want, 1e-6, atol):
+        raise CheckFailure("PositionalEncoding(8, max_len=50, dropout=0.5) in train() mode returns "
+                           "x + pe[:n] unchanged: no dropout at all. The dropout argument should make "
+                           "a dropout module that acts on the sum in training mode.")
     if not bool((dropped | kept).all()) or not bool(dropped.any()):
         raise CheckFailure("PositionalEncoding(8, max_len=50, dropout=0.5) in train() mode should apply "
                            "dropout to the sum: every entry 0 or 2·(x + pe). Apply the dropout module to "

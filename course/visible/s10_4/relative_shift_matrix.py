@@ -30,6 +30,9 @@ ROWS = ("Row 2i (the sine) is [.. cos(k w_i), +sin(k w_i) ..], row 2i+1 (the cos
 TRANSPOSED = Mistake("transposed", "the rotation transposed: the signs of the sine terms swapped (a shift "
                      "by -k)", "sin(a+b) = cos b·sin a + sin b·cos a, cos(a+b) = -sin b·sin a + cos b·cos a. "
                      + ROWS)
+ABS_K = Mistake("abs_k", "the sign of k dropped: a shift back by |k| built as a shift forwards",
+                "A negative k moves back: pe[pos + k] is an earlier position. Look for where the sign "
+                "of k is lost (abs, a square, a range that only counts up).")
 EXPONENT_I = Mistake("exponent_i", "the exponent i/d_model instead of 2i/d_model in omega_i",
                      "omega_i = 1 / 10000^(2i/d_model), as in the encoding.")
 EXPONENT_4I = Mistake("exponent_4i", "the exponent 4i/d_model: the column index 2i doubled again",
@@ -85,7 +88,8 @@ def block_mistake(M: torch.Tensor, k: int, d_model: int) -> Mistake | None:
              INVERTED: lambda i: 10000.0 ** (2 * i / d_model), SAME_ANGLE: lambda i: 1.0}
     for mistake, step in steps.items():
         if k and turns(step) and not turns(lambda i: 10000.0 ** (-2 * i / d_model)):
-            return mistake
+            # for k < 0 the transposed rotation is the shift by |k|: the positive k came first
+            return ABS_K if mistake is TRANSPOSED and k < 0 else mistake
     return None
 
 

@@ -42,13 +42,14 @@ CASES = [  # "offset": the score property
 
 def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: bool = False,
            direction: float = 1.0, exponent: float = 2.0, inverted: bool = False,
-           swap: bool = False, added: bool = False) -> torch.Tensor:
+           swap: bool = False, added: bool = False, cat: bool = False) -> torch.Tensor:
     """Rotary embedding of float64 ``x`` (..., n, d) at float64 ``positions`` (n,), float64.
 
     The reference (every switch off) turns pair i by the angle ``p * base^(-2i/d)``: a product of
     complex numbers. The switches are known mistakes: ``halves`` pairs column i with column i + d/2;
     ``direction=-1`` turns clockwise; ``exponent``/``inverted`` other frequencies; ``swap`` exchanges
-    the cosine and the sine; ``added`` adds the sinusoidal table instead of rotating.
+    the cosine and the sine; ``added`` adds the sinusoidal table instead of rotating; ``cat`` puts
+    the turned pairs back as two halves.
     """
     d = x.shape[-1]
     pair = torch.arange(d // 2, dtype=F64, device=x.device)
@@ -67,7 +68,7 @@ def rotary(x: torch.Tensor, positions: torch.Tensor, base: float, *, halves: boo
     else:
         turned = torch.complex(first, second) * torch.polar(torch.ones_like(angle), direction * angle)
         a, b = turned.real, turned.imag
-    if halves:
+    if halves or cat:
         return torch.cat([a, b], dim=-1)
     return torch.stack([a, b], dim=-1).flatten(-2)  # a0' b0' a1' b1' ...
 

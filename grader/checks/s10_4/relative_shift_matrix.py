@@ -8,6 +8,7 @@ import torch
 
 from course.checking import angle_tolerance, compare_outputs
 from course.visible.s10_4.relative_shift_matrix import (
+    ABS_K,
     AGAINST,
     EXPONENT_4I,
     EXPONENT_I,
@@ -22,14 +23,16 @@ from grader.checks.exercise import Exercise, registered
 from grader.checks.guarded_calls import Case, Outputs
 from grader.checks.shared_references import F64, encoding, frequencies
 
-SWITCHES = {TRANSPOSED: {"transposed": True}, EXPONENT_I: {"exponent": "i/d"},
+SWITCHES = {TRANSPOSED: {"transposed": True}, ABS_K: {"abs_k": True}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, INVERTED: {"inverted": True}, SAME_ANGLE: {"same_angle": True},
             HALVES: {"halves": True}}
 
 
 def shift_matrix(k: int, d_model: int, device: torch.device, *, transposed: bool = False,
-                 halves: bool = False, same_angle: bool = False, **omega_mistakes) -> torch.Tensor:
+                 halves: bool = False, same_angle: bool = False, abs_k: bool = False,
+                 **omega_mistakes) -> torch.Tensor:
     """M_k in float64, built entry by entry from the addition formulas (and known mistakes)."""
+    k = abs(k) if abs_k else k
     omega = frequencies(d_model, device, **omega_mistakes)[: d_model // 2]
     angle = k * (torch.ones_like(omega) if same_angle else omega)
     M = torch.zeros(d_model, d_model, dtype=F64, device=device)
@@ -79,4 +82,6 @@ class GradedRelativeShiftMatrix(RelativeShiftMatrix, Exercise):
         compare_outputs(got, self.expected(case, device), self.name, str(case),
                         atol=2 * angle_tolerance(abs(case.params["k"]) + 1),
                         against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
-                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()})
+                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()
+                                  if m is not (TRANSPOSED if case.params["k"] < 0 else ABS_K)})
+                        # for k < 0 the transposed rotation is the shift by |k|: name the sign

@@ -31,11 +31,18 @@ def variance_uniform(d_k, num_samples=10_000, scaled=False):
     return (dots / math.sqrt(d_k) if scaled else dots).var().item()
 
 
+def variance_per_entry(d_k, num_samples=10_000, scaled=False):
+    """The products q_i k_i never summed over the features: the variance of one product."""
+    q, k = torch.randn(num_samples, d_k), torch.randn(num_samples, d_k)
+    return ((q * k) / math.sqrt(d_k) if scaled else q * k).var().item()
+
+
 def answers(solution):
     return [
         right("solution", solution["dot_product_variance"]),
         right("a 0-d tensor", variance_as_tensor),
         bug("variance_no_scaling", variance_no_scaling, hidden=NOT_SCALED),
         bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden=NOT_SCALED),
+        bug("variance_per_entry (not summed)", variance_per_entry, hidden=r"single products"),
         bug("variance_uniform", variance_uniform, hidden="standard normal"),
     ]

@@ -27,6 +27,12 @@ def softmax_last_axis(x, dim=-1):
     return e / e.sum(-1, keepdim=True)
 
 
+def softmax_global_max(x, dim=-1):
+    """One maximum for the whole tensor, the sums along dim: 0/0 for slices far below it."""
+    e = (x - x.max()).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
 def softmax_global(x, dim=-1):
     e = (x - x.max()).exp()
     return e / e.sum()
@@ -64,6 +70,7 @@ def answers(solution):
         right("softmax_max_values", softmax_max_values),
         bug("softmax_naive", softmax_naive, hidden="inf or NaN.*subtract the maximum"),
         bug("softmax_last_axis", softmax_last_axis, hidden="last axis whatever dim", mistake=LAST_AXIS),
+        bug("softmax_global_max", softmax_global_max, hidden=r"underflowed to 0.*each slice's own maximum"),
         bug("softmax_global", softmax_global, hidden="differs", mistake=GLOBAL),
         bug("softmax_torch", softmax_torch, hidden="No credit.*torch.softmax", only=REFERENCE),
         bug("softmax_method", softmax_method, hidden="No credit.*Tensor.softmax", only=REFERENCE),

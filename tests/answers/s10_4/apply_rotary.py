@@ -7,6 +7,7 @@ import torch
 from course.visible.s10_4.apply_rotary import (
     ADDED,
     BASE_IGNORED,
+    CAT,
     CLOCKWISE,
     EXPONENT_4I,
     EXPONENT_I,
@@ -80,9 +81,36 @@ def rotary_loop(x, positions=None, base=10000.0):
     return out
 
 
+def rotary_table_moved(x, positions=None, base=10000.0):
+    """A right answer in a published style: the angle table built on the CPU in float64, then
+    moved to x's dtype and device."""
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError("odd d")
+    p = torch.arange(n) if positions is None else positions.detach().cpu()
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = p.double()[:, None] * inv[None, :]
+    cos, sin = (t.to(x.dtype).to(x.device) for t in (angle.cos(), angle.sin()))
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+
+
+def positions_on_the_cpu(x, positions=None, base=10000.0):
+    """The positions moved to the CPU, and the table left there: right on the CPU only."""
+    n, d = x.shape[-2:]
+    if d % 2:
+        raise ValueError("odd d")
+    p = torch.arange(n, device=x.device) if positions is None else positions.cpu()
+    inv = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)
+    angle = p.double()[:, None] * inv[None, :]
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    a, b = x[..., 0::2], x[..., 1::2]
+    return torch.stack([a * cos - b * sin, a * sin + b * cos], -1).flatten(-2)
+
+
 def make_rotary(*, halves=False, clockwise=False, exponent=2.0, inverted=False, start=0,
                 use_positions=True, use_base=True, swap=False, added=False, check_d=True,
-                device_of_x=True, dtype="x", scale=None, square=False):
+                device_of_x=True, dtype="x", scale=None, square=False, cat=False):
     """apply_rotary with one learner-like mistake switched on."""
 
     def rotary(x, positions=None, base=10000.0):
@@ -110,7 +138,7 @@ def make_rotary(*, halves=False, clockwise=False, exponent=2.0, inverted=False, 
         new_a, new_b = first * cos - second * sin, first * sin + second * cos
         if scale is not None:
             new_a, new_b = new_a * (1 + p[:, None] * scale), new_b * (1 + p[:, None] * scale)
-        out = torch.cat([new_a, new_b], -1) if halves else torch.stack([new_a, new_b], -1).flatten(-2)
+        out = torch.cat([new_a, new_b], -1) if halves or cat else torch.stack([new_a, new_b], -1).flatten(-2)
         return out if dtype == "promoted" else out.to(x.dtype)
 
     return rotary
@@ -148,7 +176,9 @@ def answers(solution):
         right("rotary_matrices", rotary_matrices),
         right("rotary_float32_cached", rotary_float32_cached),
         right("rotary_loop", rotary_loop),
+        right("rotary_table_moved", rotary_table_moved),
         bug("halves (rotate_half)", make_rotary(halves=True), hidden=r"column i \+ d/2", mistake=HALVES),
+        bug("put back as halves (torch.cat)", make_rotary(cat=True), hidden=r"two halves", mistake=CAT),
         bug("clockwise", make_rotary(clockwise=True), hidden=r"clockwise", mistake=CLOCKWISE),
         bug("exponent i/d", make_rotary(exponent=1.0), hidden=r"exponent i/d instead of 2i/d",
             mistake=EXPONENT_I),
@@ -167,6 +197,7 @@ def answers(solution):
             hidden=r"should raise ValueError for an odd d=5"),
         bug("tensors on a fixed device", make_rotary(device_of_x=False), hidden=r"without a device",
             ),
+        bug("positions moved to the CPU", positions_on_the_cpu, hidden=r"without a device"),
         bug("float64 out for float32 in", make_rotary(dtype="promoted"),
             hidden=r"dtype of x \(torch\.float32\)"),
         bug("lengths grow with the position", make_rotary(scale=0.1), hidden=r"length of each pair"),

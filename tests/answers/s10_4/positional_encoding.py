@@ -135,6 +135,16 @@ class SlicesMaxLen(PEBase):
         return self.dropout(x + self.pe[: x.shape[1]].flip(0))
 
 
+class PENoDropout(PEBase):
+    """The dropout argument accepted and never used."""
+
+    def forward(self, x):
+        n = x.shape[1]
+        if n > self.pe.shape[0]:
+            raise ValueError("too long")
+        return x + self.pe[:n]
+
+
 def answers(solution):
     return [
         right("solution", solution["PositionalEncoding"]),
@@ -148,6 +158,7 @@ def answers(solution):
             hidden="should raise ValueError when x has n=7 positions but max_len=6"),
         bug("PEScaled", PEScaled, hidden=r"sqrt\(d_model\)", mistake=SCALED),
         bug("PEFromOne", PEFromOne, hidden="positions counted from 1", mistake=FROM_ONE),
+        bug("PENoDropout", PENoDropout, hidden=r"no dropout at all"),
         bug("PEDropoutOnPE", PEDropoutOnPE, hidden="dropout to the sum"),
         bug("PEAlwaysDropout", PEAlwaysDropout, hidden=r"eval\(\) mode"),
         bug("PEFixedDevice", PEFixedDevice, hidden=ON_A_FIXED_DEVICE),

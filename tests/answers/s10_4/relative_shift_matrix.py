@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from course.visible.s10_4.relative_shift_matrix import EXPONENT_I, INVERTED, SAME_ANGLE, TRANSPOSED
+from course.visible.s10_4.relative_shift_matrix import ABS_K, EXPONENT_I, INVERTED, SAME_ANGLE, TRANSPOSED
 from tests.answers import bug, right
 
 EXERCISE = "relative_shift_matrix"
@@ -105,6 +105,6 @@ def answers(solution):
         bug("shift_inverted", shift_inverted, hidden="inverted", mistake=INVERTED),
         bug("shift_no_error", shift_no_error, hidden="should raise ValueError for an odd d_model"),
         bug("shift_wrong_size", shift_wrong_size, hidden=r"should have shape \(8, 8\)"),
-        bug("shift_abs_k", shift_abs_k),
+        bug("shift_abs_k", shift_abs_k, hidden=r"sign of k dropped", mistake=ABS_K),
         bug("shift_halves", shift_halves),
     ]
