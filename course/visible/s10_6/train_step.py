@@ -53,38 +53,40 @@ SMOOTHING_IGNORED = Mistake(
     "The cross-entropy takes the label_smoothing it is given (look at the arguments of F.cross_entropy).")
 GRADIENTS_PILE_UP = Mistake(
     "gradients_pile_up", "gradients never zeroed: each call adds its gradients to those of the calls before",
-    "Zero the gradients (the optimizer's or the model's zero_grad) before loss.backward(): backward() adds "
+    "Zero the gradients (the optimizer's or the model's zero_grad) before the backward pass: backward() adds "
     "to what .grad holds.")
 NOT_CLIPPED = Mistake(
     "not_clipped", "gradients never clipped",
     "When max_grad_norm is not None, clip the norm of all the gradients together (nn.utils has the function) "
-    "after loss.backward() and before optimizer.step().")
+    "after the backward pass and before the optimizer's step.")
 CLIPPED_AT_ONE = Mistake(
     "clipped_at_one", "gradients clipped at 1.0 whatever max_grad_norm says",
     "Clip at max_grad_norm, and not at all when it is None.")
 CLIP_AFTER_STEP = Mistake(
-    "clip_after_step", "gradients clipped after optimizer.step(): the step used the unclipped ones", ORDER)
+    "clip_after_step", "gradients clipped after the optimizer's step: the step used the unclipped ones",
+    ORDER)
 SCHEDULER_NOT_STEPPED = Mistake(
     "scheduler_not_stepped", "the scheduler never stepped: the learning rate stays where it started",
-    "When a scheduler is given, call scheduler.step() once, after optimizer.step().")
+    "When a scheduler is given, step the scheduler once, after the optimizer's step.")
 SCHEDULER_BEFORE_STEP = Mistake(
-    "scheduler_before_step", "scheduler.step() called before optimizer.step(): each update uses the next "
+    "scheduler_before_step", "the scheduler stepped before the optimizer: each update uses the next "
     "step's learning rate", ORDER)
 ZEROED_AFTER_STEP = Mistake(
-    "zeroed_after_step", "gradients zeroed after optimizer.step() instead of before loss.backward()",
-    "Zero them before loss.backward(): after the call each parameter's .grad should hold this batch's "
+    "zeroed_after_step", "gradients zeroed after the optimizer's step instead of before the backward pass",
+    "Zero them before the backward pass: after the call each parameter's .grad should hold this batch's "
     "(clipped) gradient, whatever the model held before.")
 EVAL_MODE = Mistake(
     "eval_mode", "the model left in the mode it came in (eval(): dropout off while training)",
-    "Start with model.train(): dropout (and anything else that trains differently) must be on.")
+    "Put the model in training mode first: dropout (and anything else that trains differently) must be on.")
 
 SCORED_ON_INPUT = Mistake(
     "scored_on_input", "the loss scored against the decoder's own input (tgt[:, :-1]) instead of the next "
     "words", "The logits at position i predict the word after the i-th: score them against the target "
     "shifted left by one position (w1 .. wk <eos>), not against what the decoder read.")
 ZEROED_BEFORE_STEP = Mistake(
-    "zeroed_before_step", "gradients zeroed between loss.backward() and optimizer.step(): the step sees no "
-    "gradient", "Zero the gradients before loss.backward(), which fills them; between backward() and the "
+    "zeroed_before_step", "gradients zeroed between the backward pass and the optimizer's step: the step "
+    "sees no "
+    "gradient", "Zero the gradients before the backward pass, which fills them; between backward() and the "
     "step they stay as backward() left them (clipped).")
 CLIPPED_BY_VALUE = Mistake(
     "clipped_by_value", "each gradient entry clipped by value (clip_grad_value_) instead of clipping the "
@@ -96,7 +98,7 @@ LOSS_SUMMED = Mistake(
     "The loss is the mean over the positions whose target is not padding (cross_entropy's default "
     "reduction): a sum grows with the batch and its lengths, and so do the steps.")
 LOSS_AFTER_UPDATE = Mistake(
-    "loss_after_update", "the loss computed again after optimizer.step() and returned instead of the "
+    "loss_after_update", "the loss computed again after the optimizer's step and returned instead of the "
     "step's own", "Return the loss of the batch as the step computed it, before the update, as a float.")
 EVAL_CALLED = Mistake(
     "eval_called", "the model put in eval() mode (dropout off) while it trains",
@@ -313,12 +315,13 @@ WHERE_TO_LOOK = {
     "training mode": "The model computes its logits in train() mode.",
     "loss": "Check what the decoder reads, what its logits are scored against, ignore_index, "
             "label_smoothing and the reduction (the mean).",
-    "gradients": "Check the order: the gradients zeroed before loss.backward(), clipped (by norm, at "
-                 "max_grad_norm) after it and before optimizer.step().",
-    "parameters": "Check the clipping and the order of loss.backward(), the clipping and optimizer.step().",
-    "optimizer state": "The optimizer's state is built from the gradients optimizer.step() sees: check the "
+    "gradients": "Check the order: the gradients zeroed before the backward pass, clipped (by norm, at "
+                 "max_grad_norm) after it and before the optimizer's step.",
+    "parameters": "Check the clipping, and the order of the backward pass, the clipping and the "
+                  "optimizer's step.",
+    "optimizer state": "The optimizer's state is built from the gradients its step sees: check the "
                        "zeroing and the clipping before it.",
-    "learning rate": "When a scheduler is given, call scheduler.step() once, after optimizer.step().",
+    "learning rate": "When a scheduler is given, step the scheduler once, after the optimizer's step.",
 }
 
 
@@ -334,7 +337,7 @@ def what_differs(key: str, got: torch.Tensor, want: torch.Tensor) -> str:
                 f"contract's step in {'train' if want.item() else 'eval'}() mode")
     gap = (got.double() - want.double()).abs().nan_to_num(nan=float("inf")).max().item()
     what = {"gradients": "the gradients it left in the parameters' .grad",
-            "parameters": "the parameters after its optimizer.step()",
+            "parameters": "the parameters after its optimizer step",
             "optimizer state": "the optimizer's state after it (the momentum, or Adam's first moment)"}[key]
     return f"{what} differ from the contract's step's by up to {gap:.3g}"
 

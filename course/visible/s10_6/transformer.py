@@ -235,9 +235,9 @@ def expect_layout(model: nn.Module, case: Case) -> None:
                                f"layer needs its own block, created in a loop. {HOW}")
     pe = getattr(model.pos_encoding, "pe", None)
     if not isinstance(pe, torch.Tensor) or tuple(pe.shape) != (MAX_LEN, d):
-        raise CheckFailure(f"Transformer(..., max_len={MAX_LEN}) needs self.pos_encoding = "
-                           "PositionalEncoding(d_model, max_len, dropout), with its table pe of shape "
-                           f"({MAX_LEN}, {d}).")
+        raise CheckFailure(f"Transformer(..., max_len={MAX_LEN}) needs pos_encoding, a PositionalEncoding of "
+                           "width d_model for max_len positions (with the model's dropout): its table pe of "
+                           f"shape ({MAX_LEN}, {d}).")
     want = {"src_embed.weight", "tgt_embed.weight", "out.weight", "out.bias"}
     want |= {f"encoder_layers.{i}.{k}" for i in range(n_enc)
              for k in block_parameter_names(("self_attn",), ("norm1", "norm2"))}
