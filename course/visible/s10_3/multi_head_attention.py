@@ -192,4 +192,5 @@ class MultiHeadAttentionModule(Exercise):
 def check_MultiHeadAttention(MultiHeadAttention) -> None:
     """Layers, then output, weights and gradients against nn.MultiheadAttention with the same weights."""
     MultiHeadAttentionModule().run_cases(MultiHeadAttention)
-    passed("MultiHeadAttention matches nn.MultiheadAttention: self- and cross-attention, masks, bias=False.")
+    passed("MultiHeadAttention matches nn.MultiheadAttention: self- and cross-attention, masks, with and "
+           "without biases.")
