@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch

@@ -39,14 +39,14 @@ NO_MEMORY_MASK = Mistake("no_memory_mask", "cross-attention without the source p
                          "Look at the cross-attention: it must hide the source's padding, with the mask made "
                          "from model.pad_id, as decode does.")
 NO_DECODER_NORM = Mistake("no_decoder_norm", "decoder_norm skipped before the output layer",
-                          "Look between the last block and model.out: decode applies model.decoder_norm there "
-                          "(a LayerNorm when norm_first=True).")
+                          "Look between the last block and model.out: decode applies model.decoder_norm "
+                          "there (a LayerNorm when norm_first=True).")
 ALWAYS_POST = Mistake("always_post", "post-norm sublayers although the blocks are pre-norm",
-                      "Look at the residuals: block.norm_first says whether the norm comes before the sublayer "
-                      "(inside the residual) or after the sum, as in DecoderBlock.forward.")
+                      "Look at the residuals: block.norm_first says whether the norm comes before the "
+                      "sublayer (inside the residual) or after the sum, as in DecoderBlock.forward.")
 AFTER_EOS = Mistake("after_eos", "a finished sentence that goes on with other tokens after its eos_id",
-                    "Once a sentence has produced eos_id, every later token of its row is eos_id, as the given "
-                    "greedy_decode writes it: keep track of which sentences have finished.")
+                    "Once a sentence has produced eos_id, every later token of its row is eos_id, as the "
+                    "given greedy_decode writes it: keep track of which sentences have finished.")
 #: The mistakes this check sees, with the switches of teacher_forced that reproduce them.
 SWITCHES = {POSITION_ZERO: {"position": "zero"}, POSITION_NEXT: {"position": "next"},
             NO_SELF_CACHE: {"self_mask": "own"}, NO_MEMORY_MASK: {"memory_mask": False},
@@ -215,7 +215,8 @@ class GreedyDecodeCached(Exercise):
         after = after_eos(ids, eos)
         if after is not None:
             raise CheckFailure(f"{NAME}: sentence {after[0]} has token {after[1]} after its eos_id={eos} in "
-                               f"{case}, where greedy_decode writes eos_id.\n{AFTER_EOS.sentence()}", AFTER_EOS)
+                               f"{case}, where greedy_decode writes eos_id.\n{AFTER_EOS.sentence()}",
+                               AFTER_EOS)
         want = greedy_length(ids, eos, p["max_len"])
         if len(ids[0]) != want:
             raise CheckFailure(wrong_length(len(ids[0]), want, eos, case))

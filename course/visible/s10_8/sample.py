@@ -46,8 +46,8 @@ NO_EARLY_STOP = Mistake("no_early_stop", "max_new_tokens steps even after every 
 PROMPT_DROPPED = Mistake("prompt_dropped", "only the new tokens returned, without the prompt",
                          "Return the prompt followed by the new tokens: (B, n0 + m).")
 GRADIENTS_TRACKED = Mistake("gradients_tracked", "the model run with gradients tracked",
-                            "Nothing here trains: run the whole loop without gradient tracking (torch.no_grad, "
-                            "as a decorator or a with block).")
+                            "Nothing here trains: run the whole loop without gradient tracking "
+                            "(torch.no_grad, as a decorator or a with block).")
 MULTINOMIAL = frozenset({"torch.multinomial", "torch.Tensor.multinomial"})
 SETTINGS = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
     ("temperature 0 (greedy), 2 prompts of 2 tokens, 3 new", 2, 2, 3, 0.0, None, None, None, 0),
@@ -209,8 +209,8 @@ def verify_steps(got, draws: Draws, model, prompt, options, where: str) -> None:
                                             atol=1e-6)), None)
             if seen is not None:
                 fail(f"sample fed the model the last {seen} tokens at step {t + 1} in {where}, where it "
-                     f"sees min(n, max_len) = {min(ids.shape[1], model.max_len)} of them: only the last max_len "
-                     "tokens.")
+                     f"sees min(n, max_len) = {min(ids.shape[1], model.max_len)} of them: only the last "
+                     "max_len tokens.")
             fail(f"sample's draw at step {t + 1} did not use next_token_probs(model(ids)[:, -1], "
                  f"temperature, top_k, top_p) of the ids so far in {where}.")
         column = drawn[:, 0].to(got.device)

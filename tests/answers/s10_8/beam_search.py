@@ -105,7 +105,8 @@ def left_in_beam(model, src, bos_id, eos_id, max_len, beam_size=4):
             rows = index // V
             steps = torch.cat([steps[rows], logp[rows, index % V][:, None]], 1)
             alive = torch.cat([alive[rows], (index % V)[:, None]], 1)
-            if ((alive[:, 1:] == eos_id).any(1)).all(): break
+            if ((alive[:, 1:] == eos_id).any(1)).all():
+                break
         cands = []
         for row, st in zip(alive.tolist(), steps):
             n = row.index(eos_id, 1) + 1 if eos_id in row[1:] else len(row)
@@ -146,12 +147,12 @@ def answers(solution):
         bug("raw logits", make_beam(raw_logits=True), hidden=r"raw logits", mistake=RAW_LOGITS),
         bug("finished hypotheses take slots", make_beam(finished_compete=True), hidden=r"taking slots",
             mistake=FINISHED_COMPETE),
-        bug("finished hypotheses left in the beam, extended", make_beam(left_in=True), hidden=r"extended past",
-            mistake=FINISHED_EXTENDED),
+        bug("finished hypotheses left in the beam, extended", make_beam(left_in=True),
+            hidden=r"extended past", mistake=FINISHED_EXTENDED),
         bug("left in the beam, cut at eos at the end (a loop)", left_in_beam, hidden=r"extended past",
             mistake=FINISHED_EXTENDED),
-        bug("ranked by the last step's log-probability", make_beam(step_rank=True), hidden=r"last token alone",
-            mistake=STEP_RANK),
+        bug("ranked by the last step's log-probability", make_beam(step_rank=True),
+            hidden=r"last token alone", mistake=STEP_RANK),
         bug("the beam shrinks", make_beam(no_refill=True), hidden=r"shrinks by one", mistake=NO_REFILL),
         bug("finished hypotheses dropped", make_beam(drop_finished=True), hidden=r"thrown away",
             mistake=DROP_FINISHED),
