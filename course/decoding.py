@@ -1,14 +1,49 @@
-"""Tools for 10.8 (decoding): counting what a layer processes, timing decoders, a cache for the GPT."""
+"""Tools for 10.8 (decoding): counting what a layer processes, timing decoders, a cache for the GPT,
+and the corpus's grammar (to score what a model writes)."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 
 import matplotlib.pyplot as plt
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from course.floor import GrammarModel
+from course.translation import DATA_DIR, data_path
+
+GRAMMAR_FILE = "make_corpus.py"
+
+
+def grammar_module() -> ModuleType:
+    """The corpus's generator, ``data/make_corpus.py``, as a module (its nouns, adjectives, verbs
+    and probabilities); found next to the corpus file, or in the repository's data/."""
+    if "make_corpus" in sys.modules:
+        return sys.modules["make_corpus"]
+    for folder in dict.fromkeys((data_path().parent, DATA_DIR)):
+        path = Path(folder) / GRAMMAR_FILE
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("make_corpus", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["make_corpus"] = module  # its dataclasses look themselves up there
+            spec.loader.exec_module(module)
+            return module
+    raise FileNotFoundError(f"the corpus's grammar ({GRAMMAR_FILE}) is neither next to {data_path()} nor in "
+                            f"{DATA_DIR}: run the notebook from the course's folder, or set COURSE_DATA_DIR "
+                            "to a folder holding fr_en.tsv and make_corpus.py")
+
+
+def grammar(min_words: int = 1, max_words: int = 99) -> GrammarModel:
+    """The grammar's English sentences whose French has ``min_words`` to ``max_words`` words, as a
+    distribution: ``grammar().log_prob("the dog eats bread")`` is the exact log-probability, -inf
+    for a sentence the grammar cannot write (by default every length: -inf means ungrammatical)."""
+    return GrammarModel(grammar_module(), min_words, max_words)
 
 
 @contextlib.contextmanager

@@ -110,7 +110,8 @@ def test_exhaustive_case_is_exhaustive():
 def test_scripted_cases_show_what_their_names_say():
     """Is greedy wrong in the first case, and does the refill case need the refill?"""
     device = torch.device("cpu")
-    greedy_case, refill_case = beam_search.BEAM_CASES[0], beam_search.BEAM_CASES[2]
+    greedy_case = beam_search.BEAM_CASES[0]
+    refill_case = next(c for c in beam_search.BEAM_CASES if "refills" in c.name)
     for case, switch in ((greedy_case, {"width": 1}), (refill_case, {"no_refill": True})):
         p = case.params
         model, src = beam_search.beam_model(case, device)
@@ -119,6 +120,30 @@ def test_scripted_cases_show_what_their_names_say():
         wrong = beam_search.reference_beam(model, src, p["bos"], p["eos"], p["max_len"], p["beam_size"],
                                            **switch)
         assert wrong != right
+
+
+@pytest.mark.parametrize("cases", [visible_beam.CASES, beam_search.BEAM_CASES], ids=["visible", "hidden"])
+def test_beam_mistakes_first_fail_where_they_alone_fit(cases):
+    """Does each known beam mistake first change the answer on a case where no other mistake returns
+    the same hypothesis (or only the general mistake it is a special case of), so that both sides
+    name it (a finished hypothesis left in the beam, ranking by the last token, a length penalty)?"""
+    device = torch.device("cpu")
+    for mistake, switch in beam_search.SWITCHES.items():
+        for case in cases:
+            model, src = beam_search.beam_model(case, device)
+            right = beam_search.search(case, model, src)
+            wrong = beam_search.search(case, model, src, **switch)
+            if wrong[0] == right[0]:
+                continue
+            fits = {m for m, s in beam_search.SWITCHES.items()
+                    if beam_search.search(case, model, src, **s) == wrong}
+            named = {visible_beam.SPECIAL_CASE_OF[m] if visible_beam.SPECIAL_CASE_OF.get(m) in fits else m
+                     for m in fits}
+            assert named == {mistake} or (mistake in visible_beam.SPECIAL_CASE_OF and
+                                          named == {visible_beam.SPECIAL_CASE_OF[mistake]}), (mistake, case)
+            break
+        else:
+            raise AssertionError(f"no case shows {mistake.name}")
 
 
 def test_visible_beam_snapshot_is_the_hidden_search():

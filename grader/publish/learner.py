@@ -76,7 +76,8 @@ def pyproject(packages: list[str], data: bool) -> str:
     Dependencies are loose on purpose: on Colab, pip keeps the torch Colab has.
     """
     listed = ", ".join(f'"{name}"' for name in [*packages, *(["course.data"] if data else [])])
-    mapped = ('package-dir = {"course.data" = "data"}\npackage-data = {"course.data" = ["*.tsv"]}\n'
+    mapped = ('package-dir = {"course.data" = "data"}\n'
+              'package-data = {"course.data" = ["*.tsv", "make_corpus.py"]}\n'
               if data else "")
     return f"""\
 [build-system]

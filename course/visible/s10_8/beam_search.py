@@ -42,16 +42,26 @@ DROP_FINISHED = Mistake("drop_finished", "finished hypotheses thrown away",
                         "Keep every hypothesis that ends in eos_id in a finished set, and return the "
                         "best of the finished and the unfinished ones.")
 RAW_LOGITS = Mistake("raw_logits", "hypotheses scored with the raw logits",
-                     "Logits are not log-probabilities: add torch.log_softmax(logits[:, -1], dim=-1) to each "
-                     "hypothesis' score.")
+                     "Logits are not log-probabilities: add the log-softmax of the last position's logits to "
+                     "each hypothesis' score.")
 GREEDY = Mistake("greedy", "beam_size ignored: the greedy choice at every step",
                  "Keep the beam_size best extensions of all hypotheses, not one.")
+STEP_RANK = Mistake("step_rank", "extensions ranked by the log-probability of their last token alone",
+                    "Rank an extension by its total score: its hypothesis' score plus the new token's "
+                    "log-probability.")
+FINISHED_EXTENDED = Mistake("finished_extended", "finished hypotheses left in the beam and extended past "
+                            "eos_id (cut at eos_id only at the end)", RULE)
 WIDE_BEAM = Mistake("wide_beam", "a beam wider than the extensions there are",
-                    "When beam_size is larger than k × vocab, keep them all: "
-                    "topk(min(beam_size, total.numel())).")
-#: The mistakes a wrong hypothesis is compared with, the more specific first (the first that matches
-#: is named).
-MISTAKES = (FINISHED_COMPETE, LENGTH_NORM, NO_REFILL, DROP_FINISHED, RAW_LOGITS, GREEDY)
+                    "When beam_size is larger than the number of extensions (k × vocab), keep them all: "
+                    "ask topk for no more than there are.")
+#: The mistakes a wrong hypothesis is compared with. One is named only when it alone returns the
+#: learner's ids (and, where several do, their score): a search whose hypothesis several mistakes
+#: return gets the rule, not a guess.
+MISTAKES = (FINISHED_COMPETE, FINISHED_EXTENDED, LENGTH_NORM, NO_REFILL, DROP_FINISHED, RAW_LOGITS, GREEDY,
+            STEP_RANK)
+#: A mistake that is a special case of another: where both fit, the general one is named (it is true
+#: of both).
+SPECIAL_CASE_OF = {FINISHED_EXTENDED: FINISHED_COMPETE}
 
 
 class TableModel(nn.Module):
@@ -137,6 +147,10 @@ def scripted(name: str, seed: int, table: str, max_len: int, beam_size: int, kin
 CASES = [
     scripted("beam_size=2 finds <bos> 4 <eos> (0.4 · 0.9 = 0.36), which greedy decoding misses", 11,
              "greedy misses", 6, 2),
+    beam_case("random logits, beam_size=3: ranked by the total score, no length penalty, finished ones apart",
+              194, "random logits", 5, 3, vocab=5),
+    beam_case("random logits, beam_size=2: <bos> <eos> wins if finished hypotheses take no slot", 127,
+              "random logits", 5, 2, vocab=5),
     scripted("beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)", 12, "greedy misses", 6, 1),
     scripted("max_len=2: <bos> and one word", 13, "greedy misses", 2, 2, kind="max_len reached"),
     scripted("the beam refills after <eos>: <bos> 3 4 <eos> (0.66 · 0.48 · 0.95) beats <bos> <eos> (0.25)",
@@ -259,14 +273,20 @@ class BeamSearch(Exercise):
             raise CheckFailure(goes_on_after_eos(case.params["eos"], where))
         if same_ids(ids, want["ids"]):
             raise wrong_score(score, float(want["score"]), where, close_score(score, float(want["raw"])))
-        raise not_the_best(where, self.diagnose(case, ids, device))
+        raise not_the_best(where, self.diagnose(case, ids, device, score))
 
-    def diagnose(self, case: Case, ids: torch.Tensor, device) -> Mistake | None:
-        """The first known mistake that returns ``ids`` (not the reference's) on ``case``."""
-        for mistake, run in self.mistakes.items():
-            variant = run(case, device)
-            if variant is not None and same_ids(variant["ids"], ids):
-                return mistake
+    def diagnose(self, case: Case, ids: torch.Tensor, device, score: float | None = None) -> Mistake | None:
+        """The known mistake that alone returns ``ids`` (not the reference's) on ``case``: where several
+        do, those whose score is ``score`` too; a special case gives way to its general mistake; None
+        unless one is left."""
+        variants = {mistake: run(case, device) for mistake, run in self.mistakes.items()}
+        fits = [m for m, v in variants.items() if v is not None and same_ids(v["ids"], ids)]
+        if len(fits) > 1 and score is not None:
+            fits = [m for m in fits if close_score(score, float(variants[m]["score"]))] or fits
+        named = {SPECIAL_CASE_OF[m] if SPECIAL_CASE_OF.get(m) in fits else m for m in fits}
+        if len(named) == 1:
+            (mistake,) = named
+            return mistake
         return None
 
     def extra_checks(self, impl, device):
@@ -294,6 +314,25 @@ EXPECTED: dict[str, dict[str, dict]] = {
         'raw_logits': {'ids': [1, 3, 2], 'score': -0.756295068607},
         'greedy': {'ids': [1, 3, 3, 2], 'score': -1.60943791245},
     },
+    'random logits, beam_size=3: ranked by the total score, no length penalty, finished ones apart': {
+        'reference': {'ids': [1, 2], 'score': -1.88698753508, 'raw': 1.53965598066},
+        'finished_extended': {'ids': [1, 3, 3, 2], 'score': -2.78039154806},
+        'length_norm': {'ids': [1, 3, 3, 1, 2], 'score': -3.43218370246},
+        'drop_finished': {'ids': [1, 3, 0, 4, 0], 'score': -3.86170348862},
+        'raw_logits': {'ids': [1, 3, 3, 2], 'score': 7.01006364762},
+        'greedy': {'ids': [1, 3, 0, 4, 2], 'score': -3.66157260653},
+        'step_rank': {'ids': [1, 1, 2], 'score': -2.69346164106},
+    },
+    'random logits, beam_size=2: <bos> <eos> wins if finished hypotheses take no slot': {
+        'reference': {'ids': [1, 2], 'score': -2.25762311559, 'raw': 1.05066939613},
+        'finished_compete': {'ids': [1, 0, 1, 2], 'score': -2.27040692547},
+        'finished_extended': {'ids': [1, 0, 1, 2], 'score': -2.27040692547},
+        'length_norm': {'ids': [1, 0, 3, 1, 1], 'score': -2.67232381346},
+        'drop_finished': {'ids': [1, 0, 3, 1, 1], 'score': -2.67232381346},
+        'raw_logits': {'ids': [1, 0, 3, 1, 1], 'score': 13.0134894694},
+        'greedy': {'ids': [1, 0, 3, 1, 1], 'score': -2.67232381346},
+        'step_rank': {'ids': [1, 0, 3, 1, 1], 'score': -2.67232381346},
+    },
     'beam_size=1 is greedy decoding: <bos> 3 3 <eos> (0.5 · 0.4 = 0.2)': {
         'reference': {'ids': [1, 3, 3, 2], 'score': -1.60943791245, 'raw': 1.1765545359},
     },
@@ -313,34 +352,42 @@ EXPECTED: dict[str, dict[str, dict]] = {
         'drop_finished': {'ids': [1, 3, 4, 5, 3, 0], 'score': -30.742164241},
         'raw_logits': {'ids': [1, 3, 4, 5, 2], 'score': 4.16773872823},
         'greedy': {'ids': [1, 3, 4, 5, 2], 'score': -0.913918547749},
+        'step_rank': {'ids': [1, 3, 4, 5, 2], 'score': -0.913918547749},
     },
     'a finished <bos> <eos> (0.3) stays finished while the beam goes on': {
         'reference': {'ids': [1, 2], 'score': -1.20397280433, 'raw': -2.40319538813},
         'finished_compete': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+        'finished_extended': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
         'length_norm': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
         'drop_finished': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
         'raw_logits': {'ids': [1, 3, 3, 6, 2], 'score': 0.556381222518},
         'greedy': {'ids': [1, 3, 3, 5, 2], 'score': -1.68394596463},
+        'step_rank': {'ids': [1, 3, 4, 5, 2], 'score': -1.70490310427},
     },
     'beam_size=10, more than the 7 extensions of the first step: still <bos> 4 <eos>': {
         'reference': {'ids': [1, 4, 2], 'score': -1.02165124754, 'raw': 0.117893889197},
         'drop_finished': {'ids': [1, 3, 3, 0, 0, 0], 'score': -84.5025012602},
         'greedy': {'ids': [1, 3, 3, 2], 'score': -1.60943791245},
+        'step_rank': {'ids': [1, 0, 2], 'score': -27.6310211159},
     },
     'random logits, beam_size=3': {
         'reference': {'ids': [1, 5, 5, 2], 'score': -2.75488002419, 'raw': 0.104127950135},
+        'finished_extended': {'ids': [1, 3, 1, 5, 4, 3, 2], 'score': -5.35711118041},
         'drop_finished': {'ids': [1, 3, 1, 5, 4, 5, 1], 'score': -5.66954656017},
         'raw_logits': {'ids': [1, 3, 1, 5, 4, 4, 4], 'score': 7.45938962336},
         'greedy': {'ids': [1, 3, 1, 5, 4, 5, 2], 'score': -5.62948101357},
+        'step_rank': {'ids': [1, 1, 1, 4, 0, 2], 'score': -4.87992298446},
     },
     '<eos> unlikely: every hypothesis reaches max_len=5': {
         'reference': {'ids': [1, 4, 4, 1, 3], 'score': -3.42118519484, 'raw': 1.32846766018},
         'raw_logits': {'ids': [1, 4, 0, 0, 3], 'score': 5.51438225024},
         'greedy': {'ids': [1, 4, 4, 4, 1], 'score': -3.55478579786},
+        'step_rank': {'ids': [1, 1, 1, 1, 0], 'score': -3.60362102529},
     },
     'beam_size=16, every hypothesis of 3 words: the best of all': {
         'reference': {'ids': [1, 3, 0, 2], 'score': -1.56105268612, 'raw': 5.06700256276},
         'drop_finished': {'ids': [1, 3, 0, 3], 'score': -2.26421934048},
+        'step_rank': {'ids': [1, 3, 3, 2], 'score': -2.93928905883},
     },
     'bos_id=6, eos_id=5, beam_size=3': {
         'reference': {'ids': [6, 2, 3, 5], 'score': -4.21272561093, 'raw': 3.72107383444},
@@ -348,6 +395,7 @@ EXPECTED: dict[str, dict[str, dict]] = {
         'drop_finished': {'ids': [6, 0, 1, 4, 6, 4], 'score': -5.60349256981},
         'raw_logits': {'ids': [6, 2, 7, 2, 7, 6], 'score': 11.4032335789},
         'greedy': {'ids': [6, 2, 7, 3, 3, 0], 'score': -5.89303319626},
+        'step_rank': {'ids': [6, 2, 7, 2, 7, 6], 'score': -6.2717232928},
     },
     'a stand-in Transformer (pre-norm, 2 + 2 blocks), a source with 2 pads, beam_size=3': {
         'reference': {'ids': [1, 9, 9, 9, 4], 'score': -1.20133568106, 'raw': 41.835636651},
@@ -356,5 +404,6 @@ EXPECTED: dict[str, dict[str, dict]] = {
         'drop_finished': {'ids': [1, 9, 9, 9, 9, 9, 9, 9], 'score': -2.40242672761},
         'raw_logits': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': 71.1814863617},
         'greedy': {'ids': [1, 9, 9, 9, 9, 9, 9, 4], 'score': -1.91476183913},
+        'step_rank': {'ids': [1, 1, 9, 9, 9, 9, 9, 4], 'score': -7.95588658719},
     },
 }

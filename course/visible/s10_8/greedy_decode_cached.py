@@ -25,26 +25,28 @@ from course.checking.standins import expect_token_ids, stand_in, teacher_forced
 from course.decoding import positions_per_call
 
 NAME = "greedy_decode_cached"
-NEWEST = ("The newest token is at position t = (tokens so far) - 1: add pe[t] (for example "
-          "model.pos_encoding.pe[ys.shape[1] - 1]) to its embedding.")
+NEWEST = ("The newest token sits at the position given by how many tokens come before it (0 for bos_id): "
+          "its embedding gets that row of model.pos_encoding.pe.")
 POSITION_ZERO = Mistake("position_zero", "every new token embedded at position 0", NEWEST)
 POSITION_NEXT = Mistake("position_next", "every new token embedded one position too far", NEWEST)
 NO_SELF_CACHE = Mistake("no_self_cache", "self-attention that sees only the newest position",
-                        "Append the newest key and value to the block's cache, then let the newest "
-                        "query attend "
-                        "to all the cached keys: every earlier position, and itself.")
+                        "Look at each block's self-attention: the newest query must see the keys and values "
+                        "of every earlier position (from the block's cache) and its own, added to the cache "
+                        "before it attends.")
 SHARED_CACHE = Mistake("shared_cache", "one cache shared by all decoder blocks",
                        "Each decoder block has its own keys and values: keep one cache per block.")
 NO_MEMORY_MASK = Mistake("no_memory_mask", "cross-attention without the source padding mask",
-                         "Pass src_mask (padding_mask(src, model.pad_id)) to every cross-attention, as "
-                         "decode "
-                         "does.")
+                         "Look at the cross-attention: it must hide the source's padding, with the mask made "
+                         "from model.pad_id, as decode does.")
 NO_DECODER_NORM = Mistake("no_decoder_norm", "decoder_norm skipped before the output layer",
-                          "Apply model.decoder_norm before model.out, as decode does (it is a LayerNorm when "
-                          "norm_first=True).")
+                          "Look between the last block and model.out: decode applies model.decoder_norm "
+                          "there (a LayerNorm when norm_first=True).")
 ALWAYS_POST = Mistake("always_post", "post-norm sublayers although the blocks are pre-norm",
-                      "Follow block.norm_first: x + sublayer(norm(x)) when True, norm(x + sublayer(x)) when "
-                      "False.")
+                      "Look at the residuals: block.norm_first says whether the norm comes before the "
+                      "sublayer (inside the residual) or after the sum, as in DecoderBlock.forward.")
+AFTER_EOS = Mistake("after_eos", "a finished sentence that goes on with other tokens after its eos_id",
+                    "Once a sentence has produced eos_id, every later token of its row is eos_id, as the "
+                    "given greedy_decode writes it: keep track of which sentences have finished.")
 #: The mistakes this check sees, with the switches of teacher_forced that reproduce them.
 SWITCHES = {POSITION_ZERO: {"position": "zero"}, POSITION_NEXT: {"position": "next"},
             NO_SELF_CACHE: {"self_mask": "own"}, NO_MEMORY_MASK: {"memory_mask": False},
@@ -92,9 +94,8 @@ def wrong_length(n: int, want: int, eos: int, where: str) -> str:
 def wrong_counts(encoder_runs: int, most: int, cross: int, B: int, n_src: int, where: str) -> str | None:
     """What the layers' counts say (one encoder run, one new position per call, cross keys once), or None."""
     if encoder_runs != 1:
-        return (f"{NAME} ran the encoder {encoder_runs} times in {where}: run model.encode(src, "
-                "src_mask) once, "
-                "before the loop, and keep its output (the memory).")
+        return (f"{NAME} ran the encoder {encoder_runs} times in {where}: run it once, before the loop, "
+                "and keep its output (the memory).")
     if most == 0:
         return (f"{NAME} never called the decoder blocks' layers in {where} (block.self_attn.w_q(...), "
                 "block.ffn(...), block.norm1(...)): call them as modules, not through their weights. "
@@ -109,7 +110,7 @@ def wrong_counts(encoder_runs: int, most: int, cross: int, B: int, n_src: int, w
         return (f"{NAME} computed the cross-attention keys and values {cross // (B * n_src)} times in "
                 f"{where}: "
                 "they depend only on the memory, so compute them once per block, before the loop "
-                "(block.cross_attn.w_k(memory), block.cross_attn.w_v(memory)).")
+                "(each block's cross_attn.w_k and w_v applied to the memory).")
     return None
 
 
@@ -126,6 +127,16 @@ def first_non_greedy(ids: list[list[int]], logits: torch.Tensor, eos: int) -> tu
                 return b, t
             if row[t] == eos:
                 break
+    return None
+
+
+def after_eos(ids: list[list[int]], eos: int) -> tuple[int, int] | None:
+    """The first (sentence, token) after a sentence's first eos_id that is not eos_id; None if none."""
+    for b, row in enumerate(ids):
+        end = next((t for t in range(1, len(row)) if row[t] == eos), None)
+        wrong = [t for t in range(end + 1, len(row)) if row[t] != eos] if end is not None else []
+        if wrong:
+            return b, wrong[0]
     return None
 
 
@@ -191,15 +202,21 @@ class GreedyDecodeCached(Exercise):
         if wrong is not None:
             b, t = wrong
             hint = mistake.sentence() if mistake else (
-                "Already the first token: check the first step (the embedding of bos_id plus pe[0], the "
-                "cross-attention with src_mask, block.norm_first, model.decoder_norm, one cache per block)."
+                "Already the first token: check the first step (the embedding of bos_id and the encoding of "
+                "position 0, the cross-attention with the source mask, block.norm_first, "
+                "model.decoder_norm, one cache per block)."
                 if t == 1 else
-                "The first tokens agree, later ones do not: the newest token is at position t = "
-                "ys.shape[1] - 1, and its query attends to the cached keys of every earlier position and "
-                "to its own (append first, then attend); each block keeps its own cache.")
+                "The first tokens agree, later ones do not: look at the position of the newest token, at "
+                "what its query attends to (the cached keys of every earlier position and its own), and at "
+                "each block keeping its own cache.")
             raise CheckFailure(f"{NAME}: token {t} of sentence {b} is not greedy_decode's in {case} "
                                "(the greedy "
                                f"choice of model.decode on the tokens before it).\n{hint}", mistake)
+        after = after_eos(ids, eos)
+        if after is not None:
+            raise CheckFailure(f"{NAME}: sentence {after[0]} has token {after[1]} after its eos_id={eos} in "
+                               f"{case}, where greedy_decode writes eos_id.\n{AFTER_EOS.sentence()}",
+                               AFTER_EOS)
         want = greedy_length(ids, eos, p["max_len"])
         if len(ids[0]) != want:
             raise CheckFailure(wrong_length(len(ids[0]), want, eos, case))

@@ -34,11 +34,16 @@ TOP_P_DROPS_CROSSING = Mistake(
 TOP_P_BEFORE_TEMPERATURE = Mistake(
     "filter_before_temperature", "top-k / top-p chosen on the probabilities before the temperature",
     "Divide the logits by the temperature first, then choose the tokens. " + ORDER)
-TOP_P_BEFORE_TOP_K = Mistake("top_p_before_top_k", "top-p applied before top-k", ORDER)
+# Top-p before top-k and one renormalisation at the end give the same probabilities: top-k keeps every
+# token ahead of a kept one, so the mass ahead of it is the same before and after top-k.
+TOP_P_BEFORE_TOP_K = Mistake(
+    "top_p_before_top_k", "top-p measured on the probabilities before top-k renormalised them (top-p "
+    "applied before top-k, or one renormalisation at the end)",
+    "Top-p works on what top-k kept, renormalised to sum to 1. " + ORDER)
 TOP_K_TIES_SPLIT = Mistake(
     "top_k_ties_split", "top-k keeping exactly k tokens (torch.topk's indices), splitting tied tokens",
-    "Keep every token with fewer than top_k tokens strictly more likely: compare with the k-th largest "
-    "probability (probs >= kth), so ties with it stay.")
+    "Keep every token with fewer than top_k tokens strictly more likely: a token tied with the k-th "
+    "largest probability stays.")
 TIES_TOGETHER = ("Tokens of equal probability have the same tokens strictly ahead of them: keep or drop them "
                  "together.")
 TOP_P_TIES_SPLIT = Mistake(
@@ -52,10 +57,11 @@ TEMPERATURE_MULTIPLIED = Mistake("temperature_multiplied", "logits multiplied by
 NOT_RENORMALISED = Mistake("not_renormalised", "the kept probabilities not renormalised",
                            "Divide the kept probabilities by their sum, so that they sum to 1.")
 ZERO_TEMPERATURE = Mistake("zero_temperature_divided", "temperature 0 divided by (logits / 0 gives inf and "
-                           "NaN)", "Treat temperature == 0 first: all the mass on logits.argmax(dim=-1).")
+                           "NaN)", "Treat temperature 0 first, before any division: all the mass on the "
+                                   "largest logit.")
 GREEDY_TIES_SPLIT = Mistake("greedy_ties_split", "temperature 0 sharing the mass among tied largest logits",
-                            "At temperature 0 all the mass goes to one token, the lowest index among ties: "
-                            "logits.argmax(dim=-1).")
+                            "At temperature 0 all the mass goes to one token, the lowest index among ties "
+                            "(the one argmax picks).")
 
 ROWS = [[2.0, 1.0, 1.0, 0.5, 3.0, -1.0, 1.0, 0.0],  # three tokens tied at 1.0
         [0.0, 2.5, 2.5, 1.5, -0.5, 0.3, 1.0, -2.0],  # two tokens tied for the largest

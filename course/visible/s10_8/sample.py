@@ -31,14 +31,14 @@ from course.checking import (
     visible_check,
 )
 
-DRAW = ("Draw each step's tokens with one call, torch.multinomial(probs, 1, generator=generator), for the "
-        "whole batch.")
+DRAW = ("Draw each step's tokens for the whole batch with exactly one call of torch.multinomial, one sample "
+        "per row, passing the generator you were given.")
 NOT_SEEDED = Mistake("not_seeded", "tokens drawn without the generator passed in (torch's global random "
                      "numbers)", DRAW)
 SEVERAL_DRAWS = Mistake("several_draws", "more (or fewer) than one torch.multinomial call per step", DRAW)
 NOT_TRUNCATED = Mistake("not_truncated", "the whole sequence fed to the model, longer than its max_len",
-                        "Feed the model at most its max_len last tokens: model(ids[:, -max_len:]) with "
-                        "max_len = model.pos_embed.num_embeddings.")
+                        "Feed the model at most its max_len last tokens; a GPT's max_len is the number "
+                        "of its position embeddings.")
 EOS_NOT_CONTINUED = Mistake("eos_not_continued", "rows that produced eos_id going on drawing tokens",
                             "Once a row has produced eos_id, append eos_id to it at every later step.")
 NO_EARLY_STOP = Mistake("no_early_stop", "max_new_tokens steps even after every row has produced eos_id",
@@ -46,8 +46,8 @@ NO_EARLY_STOP = Mistake("no_early_stop", "max_new_tokens steps even after every 
 PROMPT_DROPPED = Mistake("prompt_dropped", "only the new tokens returned, without the prompt",
                          "Return the prompt followed by the new tokens: (B, n0 + m).")
 GRADIENTS_TRACKED = Mistake("gradients_tracked", "the model run with gradients tracked",
-                            "Decorate sample with @torch.no_grad() (or run its loop in a "
-                            "with torch.no_grad(): block).")
+                            "Nothing here trains: run the whole loop without gradient tracking "
+                            "(torch.no_grad, as a decorator or a with block).")
 MULTINOMIAL = frozenset({"torch.multinomial", "torch.Tensor.multinomial"})
 SETTINGS = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
     ("temperature 0 (greedy), 2 prompts of 2 tokens, 3 new", 2, 2, 3, 0.0, None, None, None, 0),
@@ -209,8 +209,8 @@ def verify_steps(got, draws: Draws, model, prompt, options, where: str) -> None:
                                             atol=1e-6)), None)
             if seen is not None:
                 fail(f"sample fed the model the last {seen} tokens at step {t + 1} in {where}, where it "
-                     f"sees min(n, max_len) = {min(ids.shape[1], model.max_len)} of them: "
-                     "model(ids[:, -max_len:]).")
+                     f"sees min(n, max_len) = {min(ids.shape[1], model.max_len)} of them: only the last "
+                     "max_len tokens.")
             fail(f"sample's draw at step {t + 1} did not use next_token_probs(model(ids)[:, -1], "
                  f"temperature, top_k, top_p) of the ids so far in {where}.")
         column = drawn[:, 0].to(got.device)

@@ -33,6 +33,7 @@ CACHE_SWITCHES = {
     "decoder_norm": True,  # False: decoder_norm skipped before out
     "norm_first": None,  # False: post-norm whatever the block says
     "shared_cache": False,  # True: one cache for all decoder blocks
+    "eos_after_finish": True,  # False: a finished sentence goes on with its greedy choices
 }
 
 
@@ -79,7 +80,9 @@ def _cached_greedy(model: nn.Module, src: torch.Tensor, bos: int, eos: int, max_
                                    (block.ffn, block.norm3)):
                 x = x + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
         y = model.decoder_norm(x) if s["decoder_norm"] else x
-        word = model.out(y)[:, -1].argmax(dim=-1).masked_fill(finished, eos)  # (B,)
+        word = model.out(y)[:, -1].argmax(dim=-1)  # (B,)
+        if s["eos_after_finish"]:
+            word = word.masked_fill(finished, eos)
         ys = torch.cat([ys, word[:, None]], dim=1)
         finished |= word == eos
     return ys

@@ -8,10 +8,12 @@ import torch
 from course.visible.s10_8.beam_search import (
     DROP_FINISHED,
     FINISHED_COMPETE,
+    FINISHED_EXTENDED,
     GREEDY,
     LENGTH_NORM,
     NO_REFILL,
     RAW_LOGITS,
+    STEP_RANK,
     WIDE_BEAM,
 )
 from grader.checks.s10_8.beam_search import reference_beam
@@ -85,6 +87,34 @@ def beam_topk_unclipped(model, src, bos_id, eos_id, max_len, beam_size=4):
         return ids[None], score
 
 
+def left_in_beam(model, src, bos_id, eos_id, max_len, beam_size=4):
+    """Finished hypotheses stay in the beam and are extended like the others; each hypothesis is
+    cut at its first eos (and scored up to it) only at the end."""
+    with torch.no_grad():
+        mask = (src != model.pad_id)[:, None, None, :]
+        memory = model.encode(src, mask)
+        alive = src.new_full((1, 1), bos_id)
+        steps = torch.zeros(1, 0, dtype=torch.float64, device=src.device)  # (k, t): each token's log-prob
+        while alive.shape[1] < max_len:
+            k = len(alive)
+            logits = model.decode(alive, memory.expand(k, -1, -1), mask.expand(k, -1, -1, -1))[:, -1]
+            logp = logits.double().log_softmax(-1)
+            total = (steps.sum(1)[:, None] + logp).flatten()
+            best, index = total.topk(min(beam_size, total.numel()))
+            V = logp.shape[-1]
+            rows = index // V
+            steps = torch.cat([steps[rows], logp[rows, index % V][:, None]], 1)
+            alive = torch.cat([alive[rows], (index % V)[:, None]], 1)
+            if ((alive[:, 1:] == eos_id).any(1)).all():
+                break
+        cands = []
+        for row, st in zip(alive.tolist(), steps):
+            n = row.index(eos_id, 1) + 1 if eos_id in row[1:] else len(row)
+            cands.append((float(st[:n - 1].sum()), row[:n]))
+        s, row = max(cands, key=lambda c: c[0])
+        return torch.tensor([row], device=src.device), s
+
+
 def make_beam(**switch):
     """The check's reference search with one mistake switched on, as a learner's function."""
     def search(model, src, bos_id, eos_id, max_len, beam_size=4):
@@ -117,6 +147,12 @@ def answers(solution):
         bug("raw logits", make_beam(raw_logits=True), hidden=r"raw logits", mistake=RAW_LOGITS),
         bug("finished hypotheses take slots", make_beam(finished_compete=True), hidden=r"taking slots",
             mistake=FINISHED_COMPETE),
+        bug("finished hypotheses left in the beam, extended", make_beam(left_in=True),
+            hidden=r"extended past", mistake=FINISHED_EXTENDED),
+        bug("left in the beam, cut at eos at the end (a loop)", left_in_beam, hidden=r"extended past",
+            mistake=FINISHED_EXTENDED),
+        bug("ranked by the last step's log-probability", make_beam(step_rank=True),
+            hidden=r"last token alone", mistake=STEP_RANK),
         bug("the beam shrinks", make_beam(no_refill=True), hidden=r"shrinks by one", mistake=NO_REFILL),
         bug("finished hypotheses dropped", make_beam(drop_finished=True), hidden=r"thrown away",
             mistake=DROP_FINISHED),

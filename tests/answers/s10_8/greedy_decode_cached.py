@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.visible.s10_8.greedy_decode_cached import (
+    AFTER_EOS,
     ALWAYS_POST,
     NO_DECODER_NORM,
     NO_MEMORY_MASK,
@@ -276,6 +277,8 @@ def answers(solution):
             mistake=NO_DECODER_NORM),
         bug("always post-norm", make_cached(norm_first=False),
             hidden=r"post-norm sublayers", mistake=ALWAYS_POST),
+        bug("finished sentences go on generating", make_cached(eos_after_finish=False),
+            hidden=r"after its eos_id", mistake=AFTER_EOS),
         bug("helper as a method", as_method, hidden=r"keep your helpers"),
         bug("tensor on a fixed device", cached_fixed_device, hidden=r"without a device"),
         bug("float ids", cached_float_ids, hidden=r"dtype=torch\.long"),

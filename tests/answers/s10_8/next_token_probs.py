@@ -71,9 +71,9 @@ def make(*, k_split=False, k_clamp=True, p_kind="ok", p_first=False, times=False
                 continue
             keep = (_keep_top_k(chooser, value, k_split, k_clamp) if kind == "k"
                     else _keep_top_p(chooser, value, p_kind))
-            probs = _renorm(probs, keep, renormalise)
+            probs = _renorm(probs, keep, renormalise is True)
             chooser = _renorm(chooser, keep) if choose_at_one else probs
-        return probs
+        return probs / probs.sum(-1, keepdim=True) if renormalise == "once" else probs
     return next_token_probs
 
 
@@ -121,6 +121,7 @@ def answers(solution):
         bug("top_k above V raises (probs.topk(top_k))", make(k_clamp=False), hidden="top_k"),
         bug("temperature multiplied", make(times=True), mistake=TEMPERATURE_MULTIPLIED),
         bug("not renormalised", make(renormalise=False), mistake=NOT_RENORMALISED),
+        bug("renormalised once, at the end", make(renormalise="once"), mistake=TOP_P_BEFORE_TOP_K),
         bug("greedy shares ties", make(greedy_split=True), mistake=GREEDY_TIES_SPLIT),
         bug("temperature 0 divides by zero", make(no_greedy=True), hidden="inf or NaN at temperature 0",
             mistake=ZERO_TEMPERATURE),
