@@ -16,6 +16,9 @@ from course.checking import (
 )
 from course.checking.standins import OFF_SCRIPT, ScriptedModel, expect_token_ids
 
+AFTER_EOS = Mistake("after_eos", "a finished sentence that goes on with other tokens after its eos_id",
+                    "Once a sentence has produced eos_id, every later token of its row is eos_id: keep "
+                    "track of which sentences have finished.")
 GLOBAL_PAD = Mistake(
     "global_pad", "a source mask built with the notebook's PAD instead of the model's pad_id",
     "A model carries its own padding id, model.pad_id: build the source mask with it, so that a model "
@@ -144,7 +147,7 @@ class GreedyDecode(Exercise):
         expect_token_ids(out, "greedy_decode's result", src.shape[0], p["bos"], p["max_len"], str(case))
         if model.wrong_masks:
             self.wrong_mask(model, src, case)
-        return {"tokens": until_eos(out, p["eos"])}
+        return {"tokens": out.detach().to("cpu", torch.float64)}
 
     def wrong_mask(self, model, src, case):
         """Fail on the first source mask that does not mark the model's padding, naming why if it can."""
@@ -160,8 +163,8 @@ class GreedyDecode(Exercise):
     def reference(self, case, device):
         p = case.params
         rows = [s[: p["max_len"]] for s in p["scripts"]]
-        n = max(len(r) for r in rows)
-        return {"tokens": torch.tensor([r + [-1] * (n - len(r)) for r in rows], dtype=torch.float64)}
+        n = max(len(r) for r in rows)  # a finished sentence goes on with eos_id
+        return {"tokens": torch.tensor([r + [p["eos"]] * (n - len(r)) for r in rows], dtype=torch.float64)}
 
     def evaluate(self, case, got, device):
         """The first token that is not the script's, then the length, each with what it says."""
@@ -172,6 +175,11 @@ class GreedyDecode(Exercise):
         wrong = (have[:, :m] != want[:, :m]).nonzero()
         if len(wrong):
             b, i = (int(v) for v in wrong[0])
+            finished = (want[b, 1:i] == p["eos"]).any()  # the sentence had produced eos_id before token i
+            if finished:
+                raise CheckFailure(f"greedy_decode: token {i} of sentence {b} in {case} is not "
+                                   f"eos_id={p['eos']}, although the sentence had finished.\n"
+                                   f"{AFTER_EOS.sentence()}", AFTER_EOS)
             raise CheckFailure(f"greedy_decode: token {i} of sentence {b} is not the greedy choice in "
                                f"{case}. {why_not_greedy(have[b].tolist(), want[b].tolist(), i)}")
         message = wrong_length(n, want.shape[1], p["eos"], p["max_len"], str(case))

@@ -23,6 +23,7 @@ from course.checking import (
 )
 from course.checking.standins import expect_token_ids, stand_in, teacher_forced
 from course.decoding import positions_per_call
+from course.visible.s10_6.greedy_decode import AFTER_EOS
 
 NAME = "greedy_decode_cached"
 NEWEST = ("The newest token sits at the position given by how many tokens come before it (0 for bos_id): "
@@ -44,9 +45,6 @@ NO_DECODER_NORM = Mistake("no_decoder_norm", "decoder_norm skipped before the ou
 ALWAYS_POST = Mistake("always_post", "post-norm sublayers although the blocks are pre-norm",
                       "Look at the residuals: block.norm_first says whether the norm comes before the "
                       "sublayer (inside the residual) or after the sum, as in DecoderBlock.forward.")
-AFTER_EOS = Mistake("after_eos", "a finished sentence that goes on with other tokens after its eos_id",
-                    "Once a sentence has produced eos_id, every later token of its row is eos_id, as the "
-                    "given greedy_decode writes it: keep track of which sentences have finished.")
 #: The mistakes this check sees, with the switches of teacher_forced that reproduce them.
 SWITCHES = {POSITION_ZERO: {"position": "zero"}, POSITION_NEXT: {"position": "next"},
             NO_SELF_CACHE: {"self_mask": "own"}, NO_MEMORY_MASK: {"memory_mask": False},

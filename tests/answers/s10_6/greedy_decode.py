@@ -4,7 +4,7 @@ padding_mask)."""
 import torch
 import torch.nn.functional as F
 
-from course.visible.s10_6.greedy_decode import GLOBAL_PAD
+from course.visible.s10_6.greedy_decode import AFTER_EOS, GLOBAL_PAD
 from tests.answers import ON_A_FIXED_DEVICE, bug, right
 from tests.answers.s10_6 import given
 
@@ -32,7 +32,8 @@ def greedy_one_by_one(model, src, bos_id, eos_id, max_len):
 
 @torch.no_grad()
 def greedy_pad_after_eos(model, src, bos_id, eos_id, max_len):
-    """A right answer: a for loop with break; finished rows continue with pad_id."""
+    """A for loop with break; finished rows continue with pad_id, not eos_id (the one rule after
+    <eos>, shared with 10.8's cached decoder)."""
     mask = padding_mask(src, model.pad_id)
     memory = model.encode(src, mask)
     ys = src.new_full((src.shape[0], 1), bos_id)
@@ -62,6 +63,7 @@ def make_greedy(*, stop="all", length="total", feed="output", position=-1, bos="
         for _ in range(steps):
             inputs = ys if feed == "output" else ys[:, :1]
             word = model.decode(inputs.long(), memory, mask)[:, position].argmax(-1)
+            word = word.masked_fill(done, eos_id)  # the one rule after <eos>: mistakes lie elsewhere
             ys = torch.cat([ys, word[:, None].to(dtype)], dim=1)
             done |= word == eos_id
             if stop == "all" and done.all() or stop == "first" and done.any():
@@ -104,7 +106,8 @@ def answers(solution):
     return [
         right("solution", solution["greedy_decode"]),
         right("greedy_one_by_one", greedy_one_by_one),
-        right("greedy_pad_after_eos", greedy_pad_after_eos),
+        bug("finished rows padded with pad_id", greedy_pad_after_eos,
+            hidden=r"although the sentence had finished", mistake=AFTER_EOS),
         bug("never stops", make_greedy(stop="never"), hidden=r"did not stop"),
         bug("stops at the first eos", make_greedy(stop="first"),
             hidden=r"stopped after 4 tokens.*until all sentences"),
