@@ -206,7 +206,7 @@ def fmt(value: float) -> str:
 def expected_row(term: Term, name: str, stamp: str | None, canvas_late: bool = False) -> dict:
     qkv, module = EXPECTED[name][:2]
     points = {QKV: POINTS[QKV] if qkv else 0, MODULE: POINTS[MODULE] if module else 0}
-    raw = sum(points.values())
+    raw = sum(points.values()) + (POINTS["qkv_parameters"] if qkv or module else 0)  # the prediction too
     late_s = seconds_late(stamp) if stamp else 0.0
     penalty = expected_penalty(term.policy, raw, late_s)
     return {"score": fmt(raw - penalty), "raw_score": fmt(raw), "late_penalty": fmt(penalty),
@@ -305,7 +305,8 @@ def test_regrade_touches_no_one_else(term):
     assert kept.read_bytes() == term.results_before[dee]
     old = json.loads(kept.read_text())
     qkv, module = EXPECTED["syntax-error"][:2]
-    assert old["score"] == (POINTS[QKV] if qkv else 0) + (POINTS[MODULE] if module else 0)
+    assert old["score"] == (POINTS[QKV] if qkv else 0) + (POINTS[MODULE] if module else 0) + \
+        (POINTS["qkv_parameters"] if qkv or module else 0)
 
 
 def test_canvas_csv(term):

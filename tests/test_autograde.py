@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import torch
 
+from course import progress
 from grader import results as report
 from grader.autograde.host.fingerprint import content_hash
 from grader.autograde.host.options import Options
@@ -93,6 +94,14 @@ EXPECTED = {
     "0-leaves-orphan": (2, 2, "flagged", "starts processes"),
 }
 HONEST = [s for s, (qkv, module, status, _) in EXPECTED.items() if status == "ok" and qkv == module == 2]
+#: 10.1's points: the two exercises and the prediction (every planted notebook answers it: only
+#: tampering that fails every check, both exercises at 0, takes its point too).
+POINTS = progress.exercises(planted.ASSIGNMENT.split("-")[0])
+TOTAL = sum(POINTS.values())
+
+
+def expected_score(qkv: int, module: int) -> int:
+    return qkv + module + (POINTS["qkv_parameters"] if qkv or module else 0)
 
 
 def test_catalogue_is_complete():
@@ -112,9 +121,8 @@ def test_columns(batch):
     """Does grades.csv have ids, score, the exercises' points, status, reason, lateness, device?"""
     header = batch["csv"].splitlines()[0].split(",")
     assert header == ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score",
-                      "qkv_projections",
-                      "QKVProjection", "status", "reason", "submitted_at", "seconds_late", "late",
-                      "device", "torch", "submitted"]
+                      "qkv_projections", "QKVProjection", "qkv_parameters", "status", "reason",
+                      "submitted_at", "seconds_late", "late", "device", "torch", "submitted"]
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))
@@ -128,7 +136,7 @@ def test_planted_submission(batch, student):
         assert row["score"] == "0" and row["qkv_projections"] == ""
         return
     assert (row["qkv_projections"], row["QKVProjection"]) == (str(qkv), str(module)), row["reason"]
-    assert row["score"] == str(qkv + module) and row["max_score"] == "4"
+    assert row["score"] == str(expected_score(qkv, module)) and row["max_score"] == str(TOTAL)
 
 
 def test_a_kernel_signals_no_one_outside_its_sandbox(batch):
@@ -174,7 +182,8 @@ def test_feedback_pages(batch):
         assert page.is_file() == (qkv is not None), student
     text = (out / "feedback" / "cheat-edit-checks" / planted.ASSIGNMENT /
             "self_attention.html").read_text()
-    assert "BEGIN HIDDEN TESTS" not in text and "Score: 2.0 / 4.0" in text
+    score = f"Score: {float(expected_score(0, 2))} / {float(TOTAL)}"
+    assert "BEGIN HIDDEN TESTS" not in text and score in text
     wrong = (out / "feedback" / "wrong-qkv" / planted.ASSIGNMENT / "self_attention.html")
     assert "This looks like K computed with W_q" in wrong.read_text()  # the visible check's diagnosis
 
@@ -352,7 +361,7 @@ def test_hostile_submissions_harm_nobody(batch):
     no flag, whatever the hostile ones tried?"""
     rows = rows_of(batch["csv"])
     for student in HONEST:
-        assert (rows[student]["score"], rows[student]["status"]) == ("4", "ok"), student
+        assert (rows[student]["score"], rows[student]["status"]) == (str(TOTAL), "ok"), student
 
 
 def test_grading_code_is_unchanged_after_the_batch(batch):

@@ -28,8 +28,8 @@ def notebook():
 def test_feedback_shows_no_hidden_line():
     """After the feedback's preprocessors, does no output of a test cell quote its hidden block,
     while its error stays named and other cells' tracebacks stay whole?"""
-    nb, resources = HideHiddenTracebacks().preprocess(notebook(), {})
-    nb, _ = ClearHiddenTests().preprocess(nb, resources)
+    nb, resources = HideHiddenTracebacks()(notebook(), {})  # as an exporter calls it: enabled or not
+    nb, _ = ClearHiddenTests()(nb, resources)
     test, plain = nb.cells
     assert HIDDEN_LINE not in nbformat.writes(nbformat.v4.new_notebook(cells=[test]))
     assert test.outputs[0]["traceback"] == ["AssertionError: hidden case"]

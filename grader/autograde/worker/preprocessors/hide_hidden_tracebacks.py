@@ -10,13 +10,14 @@ Runs before ``ClearHiddenTests``, which removes the marker it looks for.
 
 from __future__ import annotations
 
-from nbconvert.preprocessors import Preprocessor
+from nbgrader.preprocessors import NbGraderPreprocessor
 
 HIDDEN = "### BEGIN HIDDEN TESTS"
 
 
-class HideHiddenTracebacks(Preprocessor):
-    """Cut the tracebacks of test cells with hidden tests to their last line."""
+class HideHiddenTracebacks(NbGraderPreprocessor):
+    """Cut the tracebacks of test cells with hidden tests to their last line (enabled, as nbgrader's
+    own preprocessors are: an exporter runs a registered preprocessor only if it is)."""
 
     def preprocess_cell(self, cell, resources, cell_index):
         if cell.cell_type == "code" and HIDDEN in cell.source:
