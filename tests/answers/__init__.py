@@ -54,6 +54,16 @@ def bug(label: str, impl, *, hidden: str | None = None, mistake: Mistake | None 
     return Answer(label, impl, False, hidden, mistake, only)
 
 
+def not_a_number(answer: float) -> list[Answer]:
+    """A numeric prediction's answer handed in as something else (its string, a 0-d tensor) or not
+    at all: what every prediction's engine (course.checking.Prediction) refuses, planted once."""
+    import torch
+
+    return [bug("a string", str(answer), hidden="should be a number"),
+            bug("a tensor", torch.tensor(float(answer)), hidden="should be a number"),
+            bug("not answered", None, hidden="not written yet")]
+
+
 def on_a_fixed_device(answer):
     """A right answer (function or nn.Module class) whose outputs meet a tensor made without a
     device: right on the CPU, wrong wherever the inputs are not."""

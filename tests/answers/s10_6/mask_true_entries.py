@@ -1,9 +1,7 @@
 """mask_true_entries (a prediction): right answers written differently, and expected wrong ones."""
 
-import torch
-
 from course.visible.s10_6.mask_true_entries import NO_DIAGONAL, PADDING_FORGOTTEN, PADDING_QUERIES
-from tests.answers import bug, right
+from tests.answers import bug, not_a_number, right
 
 EXERCISE = "mask_true_entries"
 
@@ -17,7 +15,5 @@ def answers(solution):
         bug("the padding queries blocked too", 6, hidden="padding queries", mistake=PADDING_QUERIES),
         bug("without the diagonal", 7, hidden="without the diagonal", mistake=NO_DIAGONAL),
         bug("an unexpected number", 25, hidden="is not the number of True entries"),
-        bug("a string", "12", hidden="should be a number"),
-        bug("a tensor", torch.tensor(12.0), hidden="should be a number"),
-        bug("not answered", None, hidden="not written yet"),
+        *not_a_number(12),
     ]

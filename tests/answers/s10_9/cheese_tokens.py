@@ -1,7 +1,7 @@
 """cheese_tokens (a prediction): right answers written differently, and expected wrong ones."""
 
 from course.visible.s10_9.cheese_tokens import NO_MARKER, ONE_WORD, SENTENCE_MARKERS
-from tests.answers import bug, right
+from tests.answers import bug, not_a_number, right
 
 EXERCISE = "cheese_tokens"
 
@@ -14,6 +14,5 @@ def answers(solution):
         bug("one token", 1, hidden="one token for the word", mistake=ONE_WORD),
         bug("with <bos> and <eos>", 8, hidden="counted with the word", mistake=SENTENCE_MARKERS),
         bug("an unexpected number", 3, hidden="is not"),
-        bug("a string", "7", hidden="should be a number"),
-        bug("not answered", None, hidden="not written yet"),
+        *not_a_number(7),
     ]
