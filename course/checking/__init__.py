@@ -52,7 +52,7 @@ from course.checking.outputs import (
     single_thread,
     with_gradients,
 )
-from course.checking.predict import Prediction, digest
+from course.checking.predict import Prediction, digest, prediction_check
 from course.checking.registry import gather_checks, passed, visible_check
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "describe_difference", "diagnose", "digest",
     "expect_distinct", "expect_linear_layers", "expect_pair", "expect_shape", "expect_tensor", "expect_tuple",
     "expect_value_error",
-    "explain_exception", "gather_checks", "generator", "passed", "randn", "seeded", "single_thread",
+    "explain_exception", "gather_checks", "generator", "passed", "prediction_check", "randn", "seeded",
+    "single_thread",
     "tolerance", "visible_check", "with_gradients",
 ]

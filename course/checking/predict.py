@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -24,6 +24,7 @@ from course.checking.exercise import Case, Exercise
 from course.checking.failure import CheckFailure, NotAttempted
 from course.checking.mistakes import Mistake
 from course.checking.outputs import Outputs
+from course.checking.registry import passed, visible_check
 
 #: The one case of every prediction.
 YOUR_PREDICTION = Case("your prediction", 0, kind="a prediction")
@@ -91,3 +92,16 @@ class Prediction(Exercise):
         if mistake is not None:
             raise CheckFailure(f"{said} {mistake.sentence()}", mistake)
         raise CheckFailure(f"{said} Work it out again from the text above; {self.shown_by} will show it.")
+
+
+def prediction_check(prediction: type[Prediction], confirmed: str) -> Callable[[object], None]:
+    """The notebook's ``check_<name>`` for ``prediction``: the answer judged, and on a right one
+    a pass that says what the cells below add (``confirmed``)."""
+
+    def check(value: object) -> None:
+        prediction().run_cases(value)
+        passed(f"{prediction.name}: right. {confirmed}")
+
+    check.__name__ = check.__qualname__ = f"check_{prediction.name}"
+    check.__doc__ = f"Your prediction of {prediction.question}, before {prediction.shown_by} shows it."
+    return visible_check(check)

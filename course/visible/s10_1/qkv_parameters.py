@@ -3,7 +3,7 @@ below counts them."""
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 ALL_D_K = Mistake(
     "all_d_k", "every layer counted with d_k outputs",
@@ -28,8 +28,4 @@ class QkvParameters(Prediction):
     shown_by = "the cell below, which counts them,"
 
 
-@visible_check
-def check_qkv_parameters(qkv_parameters) -> None:
-    """Your prediction, before the cell below counts the parameters."""
-    QkvParameters().run_cases(qkv_parameters)
-    passed("qkv_parameters: right. The cell below counts them layer by layer.")
+check_qkv_parameters = prediction_check(QkvParameters, "The cell below counts them layer by layer.")

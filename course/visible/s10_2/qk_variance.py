@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 STANDARD_DEVIATION = Mistake(
     "standard_deviation", "the standard deviation of q·k, the square root of its variance",
@@ -27,8 +27,5 @@ class QkVariance(Prediction):
     shown_by = "the derivation and your experiment below"
 
 
-@visible_check
-def check_qk_variance(qk_variance) -> None:
-    """Your prediction, before the derivation shows it."""
-    QkVariance().run_cases(qk_variance)
-    passed("qk_variance: right. The derivation below says why, and your experiment will measure it.")
+check_qk_variance = prediction_check(
+    QkVariance, "The derivation below says why, and your experiment will measure it.")

@@ -3,7 +3,7 @@ below counts them for 1, 2, 4 and 8 heads."""
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 PER_HEAD = Mistake(
     "per_head", "four full d_model × d_model layers for every head",
@@ -30,8 +30,5 @@ class MhaParameters(Prediction):
     shown_by = "the cell below, which counts them for 1, 2, 4 and 8 heads,"
 
 
-@visible_check
-def check_mha_parameters(mha_parameters) -> None:
-    """Your prediction, before the cell below counts the parameters."""
-    MhaParameters().run_cases(mha_parameters)
-    passed("mha_parameters: right. The cell below shows the count does not change with the number of heads.")
+check_mha_parameters = prediction_check(
+    MhaParameters, "The cell below shows the count does not change with the number of heads.")

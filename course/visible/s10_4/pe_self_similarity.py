@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 EVERY_COLUMN = Mistake(
     "every_column", "one for each of the 64 columns",
@@ -28,8 +28,4 @@ class PeSelfSimilarity(Prediction):
     shown_by = "the similarity image and the line printed under it"
 
 
-@visible_check
-def check_pe_self_similarity(pe_self_similarity) -> None:
-    """Your prediction, before the similarity image shows it."""
-    PeSelfSimilarity().run_cases(pe_self_similarity)
-    passed("pe_self_similarity: right. The cells below show it, at every position.")
+check_pe_self_similarity = prediction_check(PeSelfSimilarity, "The cells below show it, at every position.")

@@ -3,7 +3,7 @@ shows it."""
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 PADDING_FORGOTTEN = Mistake(
     "padding_forgotten", "the causal mask alone, as if the padding mask hid nothing",
@@ -29,8 +29,5 @@ class MaskTrueEntries(Prediction):
     shown_by = "the figure below"
 
 
-@visible_check
-def check_mask_true_entries(mask_true_entries) -> None:
-    """Your prediction, before the figure shows it."""
-    MaskTrueEntries().run_cases(mask_true_entries)
-    passed("mask_true_entries: right. The figure below draws it; the line under it counts it.")
+check_mask_true_entries = prediction_check(
+    MaskTrueEntries, "The figure below draws it; the line under it counts it.")

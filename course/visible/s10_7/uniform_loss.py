@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 BITS = Mistake(
     "bits", "the loss in bits (a logarithm to base 2)",
@@ -30,8 +30,5 @@ class UniformLoss(Prediction):
     shown_by = "the next cell"
 
 
-@visible_check
-def check_uniform_loss(uniform_loss) -> None:
-    """Your prediction, before the next cell computes it with your lm_loss."""
-    UniformLoss().run_cases(uniform_loss)
-    passed("uniform_loss: right. The next cell computes it with your lm_loss, with and without smoothing.")
+check_uniform_loss = prediction_check(
+    UniformLoss, "The next cell computes it with your lm_loss, with and without smoothing.")

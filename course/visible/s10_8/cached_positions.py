@@ -3,7 +3,7 @@ step, before the cell that counts them."""
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 WITHOUT_CACHE = Mistake(
     "without_cache", "the count without the cache: every token of every sentence, again",
@@ -31,8 +31,5 @@ class CachedPositions(Prediction):
     shown_by = "the next cell's counts"
 
 
-@visible_check
-def check_cached_positions(cached_positions) -> None:
-    """Your prediction, before the next cell counts the positions."""
-    CachedPositions().run_cases(cached_positions)
-    passed("cached_positions: right. The next cell counts them, step by step, with and without the cache.")
+check_cached_positions = prediction_check(
+    CachedPositions, "The next cell counts them, step by step, with and without the cache.")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course.checking import Mistake, Prediction, passed, visible_check
+from course.checking import Mistake, Prediction, prediction_check
 
 NO_MARKER = Mistake("no_marker", "the letters alone, without the end-of-word marker",
                     "With no merges a word is its characters followed by '</w>', a symbol of its own.")
@@ -22,8 +22,4 @@ class CheeseTokens(Prediction):
     shown_by = "the cell below"
 
 
-@visible_check
-def check_cheese_tokens(cheese_tokens) -> None:
-    """Your prediction, before the cell below shows it."""
-    CheeseTokens().run_cases(cheese_tokens)
-    passed("cheese_tokens: right. The cell below prints the tokens.")
+check_cheese_tokens = prediction_check(CheeseTokens, "The cell below prints the tokens.")
