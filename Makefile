@@ -73,7 +73,9 @@ test-fast: install
 notebooks: install
 	$(PYTHON) -m grader generate
 
-## Benchmarks: writes bench/report.json and prints the table.
+## Benchmarks, each against its target (autograding: --jobs 2's speedup over stock nbgrader as a
+## share of this machine's parallel ceiling, measured in the same run): writes bench/report.json
+## and bench/report.md and prints the tables.
 bench: install
 	$(PYTHON) -m bench
 
