@@ -139,7 +139,10 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
                                "meets_targets": True}},
         "autograde": {"serial_nbgrader_s": 10.0, "parallel_s": 5.0, "jobs": 2, "speedup": 2.0,
                       "serial_s": 9.5, "serial_speedup": 1.05, "overhead_ratio": 1.2,
-                      "target_speedup": 1.8,
+                      "target_share": 0.95, "share_of_ceiling": 0.87, "meets_target": False,
+                      "ceiling": {"streams": 2, "notebooks": 8, "threads_per_kernel": 1, "serial_s": 12.0,
+                                  "parallel_s": 5.2, "speedup": 2.3, "serial_cpu_s": 11.0,
+                                  "parallel_cpu_s": 11.5},
                       "cpu_by_phase": {"stock nbgrader, serial": {"nbgrader": 2.0, "kernels": 7.0},
                                        "ours, --jobs 2": {"autograde": 7.5, "verify": 0.3,
                                                           "feedback": 0.8, "other": 0.2}},
@@ -173,6 +176,8 @@ def test_report_files_have_the_keys_and_the_tables(tmp_path):
                     "| batch (cpu) |"):
         assert heading in text
     assert "| ours, --jobs 2 |  |  | 7.5 | 0.3 | 0.8 | 0.2 | 8.8 |" in text
+    assert "| 2.00 | >= 95 % of the ceiling |" in text
+    assert "| 1 thread(s) per kernel | 12.0 | 5.2 | 2.30 | 11 / 12 | 87 % | >= 95 % | **no** |" in text
     assert "2.50 **over**" in text and "0.12 s of wall time and 0.05 s of CPU per notebook" in text
     assert machine["cpu"] in text
     assert report.KEPT not in text  # a first run has no part kept by hand
@@ -206,6 +211,32 @@ def test_decoding_ratio_is_uncached_over_cached():
         assert e["uncached_s"] == statistics.median(e["uncached_samples_s"])
     text = "\n".join(report.decoding_table(entry))
     assert "| 3 | 4 |" in text and "greedy_decode_cached" in text
+
+
+def test_share_of_the_ceiling_is_our_speedup_over_the_machines():
+    """Is our speedup judged against the machine's ceiling, at the target share?"""
+    from bench.autograde import TARGET_SHARE, against_ceiling
+
+    assert against_ceiling(1.9, {"speedup": 2.0}) == {"share_of_ceiling": 0.95, "meets_target": True}
+    assert against_ceiling(1.5, {"speedup": 2.0}) == {"share_of_ceiling": 0.75, "meets_target": False}
+    assert against_ceiling(None, {"speedup": 2.0})["meets_target"] is None
+    assert TARGET_SHARE == 0.95
+
+
+@pytest.mark.slow
+def test_machine_ceiling_runs_the_streams_both_ways(tmp_path):
+    """Does the ceiling time the same notebooks one stream after another and at once, with
+    their CPU seconds, its speedup the ratio of the two?"""
+    from bench.autograde import machine_ceiling
+
+    path = tmp_path / "busy.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass")]), path)
+    c = machine_ceiling([path], streams=2, threads=1)
+    assert c["streams"] == 2 and c["notebooks"] == 1
+    assert c["speedup"] == round(c["serial_s"] / c["parallel_s"], 2)
+    assert c["serial_cpu_s"] >= 1.0 and c["parallel_cpu_s"] >= 1.0  # two busy kernels each way
+    assert c["serial_s"] >= 1.0  # one after another: at least both kernels' busy time
 
 
 @pytest.mark.slow
