@@ -45,7 +45,8 @@ HUB_VENV = Path("/opt/course-jupyterhub")  # the Makefile's default HUB_VENV
 ASSIGNMENT = planted.ASSIGNMENT
 NOTEBOOK = samples.notebook_name(ASSIGNMENT)
 GROUP = "transformer-course"  # the page's learners' Unix group
-RELEASE = "../student-repo"  # the page's student release
+RELEASE = "../student-repo"
+WEEKLY = "# each week"  # the comment above the bash block's weekly lines  # the page's student release
 PASSWORD = "a-password-4-the-test"
 ANSWER = "# the learner's answer\n"
 #: Run after the set-up cell: what the kernel imported, and from where.
@@ -73,11 +74,13 @@ def root(*command: str, cwd: Path = ROOT) -> str:
 
 
 def set_up_learners_environment(release: Path) -> None:
-    """The page's bash block as root, ``../student-repo`` being this test's release. The
+    """The page's weekly lines of its bash block as root (``make exchange-deps`` made the
+    environment as its first lines do), ``../student-repo`` being this test's release. The
     helpers a run before left are uninstalled first: only the page's step may bring them."""
     subprocess.run([f"{EXCHANGE_VENV}/bin/pip", "uninstall", "--quiet", "--yes",
                     "transformer-course-helpers"], capture_output=True)
-    for line in page_block("bash").splitlines():
+    weekly = page_block("bash").split(WEEKLY, 1)[1].split("\n", 1)[1]
+    for line in weekly.splitlines():
         if line.strip() and not line.startswith("#"):
             root("bash", "-c", line.replace(RELEASE, str(release)))
 
@@ -130,6 +133,7 @@ def log_in(hub: Hub, name: str) -> dict:
     done = session.post(f"{hub.url}/hub/login", data={"username": name, "password": PASSWORD,
                                                         "_xsrf": xsrf}, allow_redirects=False, timeout=30)
     assert done.status_code == 302, f"{name} could not log in: {done.status_code}\n{hub.log.read_text()}"
+    xsrf = [c.value for c in session.cookies if c.name == "_xsrf"][-1]  # login renews it
     made = session.post(f"{hub.url}/hub/api/users/{name}/tokens", json={"expires_in": 600},
                         headers={"X-XSRFToken": xsrf}, timeout=10)
     assert made.status_code == 201, made.text
@@ -195,7 +199,8 @@ def test_a_learner_works_through_the_hub(course):
         subprocess.run(["chpasswd"], input=f"{learner}:{PASSWORD}\n", text=True, check=True)
         users.run(course["instructor"], "nbgrader", "release_assignment", ASSIGNMENT, cwd=course["course"])
         release = base / "student-repo"
-        root(sys.executable, "-m", "grader", "student-bundle", str(release), "--through", "10.1")
+        root(sys.executable, "-m", "grader", "student-bundle", str(release), "--through", "10.1",
+             "--repository", "example-org/transformer-course", "--branch", "main")
         set_up_learners_environment(release)
 
         hub = Hub(base, group)
