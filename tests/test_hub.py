@@ -224,7 +224,8 @@ def test_a_learner_works_through_the_hub(course):
         # the set-up cell in a kernel of the learner's server
         ran = asyncio.run(run_cells(server, headers, [setup.source, REPORT]))
         for cell in ran:
-            assert cell["reply"]["status"] == "ok", f"a cell failed in the hub's kernel: {cell['reply']}"
+            reply = cell["reply"]
+            assert reply["status"] == "ok", f"hub's kernel: {reply.get('ename')}: {reply.get('evalue')}"
         version, helpers, python = ran[1]["stdout"].split()
         assert version.split("+")[0] == torch_pin(ROOT).split("==")[1]
         assert Path(python).parent == EXCHANGE_VENV / "bin"
