@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 .PHONY: install lab test test-fast notebooks bench gpu-check browser-deps sandbox-deps slurm-deps \
-	exchange-deps image-deps image-check clean
+	exchange-deps hub-deps image-deps image-check clean
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	@python3 -c 'import sys; sys.exit(sys.version_info < (3, 11) and "The course needs Python 3.11 or newer; " \
@@ -48,21 +48,33 @@ slurm-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; \
 	fi
 
-## nbgrader for the Unix users of tests/test_exchange.py (root only): a venv of Debian's python3
-## outside any home, readable by all (a venv under a mode-700 home cannot be run by others).
+## The learners' environment on a hub (docs/grading.md, "On a JupyterHub"), for the Unix users
+## of tests/test_exchange.py and tests/test_hub.py (root only): a venv of Debian's python3
+## outside any home, readable by all (a venv under a mode-700 home cannot be run by others),
+## with the course's pins (PyTorch, nbgrader, JupyterLab) and the single-user server.
 EXCHANGE_VENV ?= /opt/course-exchange
+JUPYTERHUB_PIN := jupyterhub==6.1.1
 exchange-deps:
-	@if [ "$$(id -u)" = 0 ] && [ ! -x $(EXCHANGE_VENV)/bin/nbgrader ] && [ -x /usr/bin/python3 ]; then \
+	@if [ "$$(id -u)" = 0 ] && [ ! -x $(EXCHANGE_VENV)/bin/jupyterhub-singleuser ] && [ -x /usr/bin/python3 ]; then \
 		if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null && command -v apt-get >/dev/null; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null; \
 		fi; \
 		/usr/bin/python3 -m venv $(EXCHANGE_VENV) \
-		&& $(EXCHANGE_VENV)/bin/pip install --quiet -c requirements.txt "$$(grep '^nbgrader==' requirements.txt)" \
+		&& $(EXCHANGE_VENV)/bin/pip install --quiet -r requirements.txt $(JUPYTERHUB_PIN) \
 		&& chmod -R a+rX,go-w $(EXCHANGE_VENV); \
 	fi
 
+## The hub itself for tests/test_hub.py (root only): JupyterHub and the Python port of its
+## proxy, in an environment of their own without PyTorch, as a hub's is.
+HUB_VENV ?= /opt/course-jupyterhub
+hub-deps: exchange-deps
+	@if [ "$$(id -u)" = 0 ] && [ ! -x $(HUB_VENV)/bin/configurable-http-proxy ] && [ -x /usr/bin/python3 ]; then \
+		/usr/bin/python3 -m venv $(HUB_VENV) \
+		&& $(HUB_VENV)/bin/pip install --quiet $(JUPYTERHUB_PIN) configurable-http-proxy==0.4.0; \
+	fi
+
 ## Install everything and run the whole test suite.
-test: install browser-deps sandbox-deps slurm-deps exchange-deps
+test: install browser-deps sandbox-deps slurm-deps exchange-deps hub-deps
 	$(PYTHON) -m pytest -n 2 --durations=15
 
 ## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 60 s).

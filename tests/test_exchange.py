@@ -19,14 +19,10 @@ from __future__ import annotations
 import csv
 import inspect
 import io
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -35,14 +31,12 @@ import samples
 from tests.answers.s10_1 import qkv_projection_module, qkv_projections
 from tests.settings import ROOT
 from tests.submissions import planted
+from tests.unix_course import exchange_course, need_root, write_as
 
 pytestmark = pytest.mark.slow
 
 ASSIGNMENT = planted.ASSIGNMENT
 NOTEBOOK = samples.notebook_name(ASSIGNMENT)
-EXCHANGE_VENV = Path("/opt/course-exchange")  # the Makefile's default EXCHANGE_VENV
-COURSE_FILES = ["nbgrader_config.py", "grader/nbgrader_config.py", f"notebooks/{ASSIGNMENT}",
-                f"solutions/{ASSIGNMENT}"]
 DIAGNOSIS = "K computed with W_q"  # course.visible.s10_1.qkv_projections.K_FROM_Q
 
 
@@ -55,43 +49,6 @@ def right_answer():
     return qkv, module
 
 
-class Users:
-    """Unix users made for the test, removed afterwards with their homes."""
-
-    def __init__(self, base: Path):
-        self.base, self.names = base, []
-        self.path = f"{EXCHANGE_VENV}/bin:/usr/local/bin:/usr/bin:/bin"
-
-    def add(self, role: str) -> str:
-        name = f"cg{role}{os.getpid() % 100000}"
-        subprocess.run(["useradd", "--create-home", "--home-dir", str(self.base / name),
-                        "--shell", "/bin/sh", name], check=True, capture_output=True)
-        self.names.append(name)
-        (self.base / name).chmod(0o700)  # private homes, as on a hub
-        return name
-
-    def home(self, name: str) -> Path:
-        return self.base / name
-
-    def run(self, name: str, *command: str, cwd: Path | None = None) -> str:
-        """``command`` as user ``name``, in a clean environment with the exchange venv on PATH."""
-        env = [f"HOME={self.home(name)}", f"USER={name}", f"LOGNAME={name}", f"PATH={self.path}",
-               "LANG=C.UTF-8"]
-        done = subprocess.run(["runuser", "-u", name, "--", "env", "-i", *env, *command],
-                              cwd=cwd or self.home(name), capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f"{name}: {' '.join(command)}\n{done.stdout}\n{done.stderr}"
-        return done.stdout + done.stderr
-
-    def remove(self) -> None:
-        for name in self.names:
-            subprocess.run(["userdel", "--remove", name], capture_output=True)
-
-
-def write_as(user: str, path: Path, text: str) -> None:
-    path.write_text(text)
-    shutil.chown(path, user, user)
-
-
 def root_grader(*args: str) -> str:
     done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=900)
@@ -102,42 +59,9 @@ def root_grader(*args: str) -> str:
 @pytest.fixture(scope="module")
 def hub():
     """The exchange, the users and the instructor's course folder; removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("the exchange test makes Unix users: it needs root")
-    if not shutil.which("useradd") or not shutil.which("runuser"):
-        pytest.skip("the exchange test makes Unix users: useradd and runuser are missing")
-    subprocess.run(["make", "-s", "-C", str(ROOT), "exchange-deps", f"EXCHANGE_VENV={EXCHANGE_VENV}"],
-                   check=True, timeout=900)
-    base = Path(tempfile.mkdtemp(prefix="course-hub-", dir="/tmp"))
-    base.chmod(0o755)
-    users = Users(base)
-    try:
-        exchange = base / "exchange"
-        exchange.mkdir()
-        exchange.chmod(0o1777)
-        instructor = users.add("i")
-        learners = [users.add("a"), users.add("b")]
-        course = users.home(instructor) / "course"
-        for part in COURSE_FILES:  # the instructor's copy of the course
-            source, dest = ROOT / part, course / part
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            (shutil.copytree if source.is_dir() else shutil.copy)(source, dest)
-        with (course / "nbgrader_config.py").open("a") as config:
-            config.write(f"c.Exchange.root = {str(exchange)!r}\n")
-        for learner in learners:
-            (users.home(learner) / ".jupyter").mkdir()
-            (users.home(learner) / ".jupyter" / "nbgrader_config.py").write_text(
-                "c = get_config()  # noqa: F821\n"
-                f"c.Exchange.root = {str(exchange)!r}\n"
-                "c.CourseDirectory.course_id = 'transformer-course'\n")
-        subprocess.run(["chown", "-R", f"{instructor}:{instructor}", str(users.home(instructor))], check=True)
-        for learner in learners:
-            subprocess.run(["chown", "-R", f"{learner}:{learner}", str(users.home(learner))], check=True)
-        yield {"users": users, "instructor": instructor, "learners": learners, "course": course,
-               "exchange": exchange, "base": base}
-    finally:
-        users.remove()
-        shutil.rmtree(base, ignore_errors=True)
+    need_root("the exchange test")
+    with exchange_course(["a", "b"]) as course:
+        yield course
 
 
 def test_a_week_through_nbgrader_exchange(hub):
