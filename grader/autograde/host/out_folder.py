@@ -52,9 +52,11 @@ class Out:
             before = (dict(result.lms), result.late_penalty, result.submitted_at, result.late_source)
             result.lms = self.lms.get(result.key, result.lms)
             due = self.deadline(result.assignment)
-            if self.times is not None and due:
+            own = result.submitted_at and result.late_source != late.FROM_SUBMITTED_AT  # timestamp.txt's
+            from_csv = self.times is not None and due and not own
+            if from_csv:
                 self.apply_time(result, self.times.get(result.key, ""), due)
-            result.late_source = late.late_source(result, due, bool(self.times and result.key in self.times))
+            result.late_source = late.late_source(result, due, bool(from_csv and result.key in self.times))
             late.apply([result], self.policy)
             if (result.lms, result.late_penalty, result.submitted_at, result.late_source) != before:
                 changed.append(result)

@@ -14,7 +14,9 @@ from grader.errors import UsageError
 
 def gradebook_deadlines(root: Path) -> dict[str, str]:
     """The due dates (UTC, ISO) of the course gradebook's assignments, if it has one."""
-    from grader.paths import CourseLayout, course_id
+    import os
+
+    from grader.paths import CourseLayout, course_id, with_python_tools
 
     layout = CourseLayout(root)
     if not layout.gradebook.is_file():
@@ -23,6 +25,7 @@ def gradebook_deadlines(root: Path) -> dict[str, str]:
 
     from nbgrader.api import Gradebook
 
+    os.environ.update(with_python_tools(dict(os.environ)))  # nbgrader runs alembic from PATH
     with Gradebook(layout.db_url, course_id(root)) as gb:
         return {a.name: a.duedate.replace(tzinfo=timezone.utc).isoformat()
                 for a in gb.assignments if a.duedate is not None}

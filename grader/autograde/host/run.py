@@ -142,11 +142,17 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
             unknown = sorted(only - {s.student for s in subs})
             if unknown:
                 raise SubmissionsError(f"No submissions of {', '.join(unknown)} in {submissions}.")
+        damaged: list[Path] = []
+        existing = load_results(out, damaged)
+        exercises = exercise_columns(assignments, {s.assignment for s in subs})
+        lms = read_lms(root)
+        times = submission_times(options, subs, lms)
+        policy = load_policy(options.source().parent)
+        now = manifest(options, subs, exercises, {}, policy.describe(), times)
+        warnings = check_rerun(out, now, {a for s, a in existing}, options)
         code = grading_code_digest()
         contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
-        damaged: list[Path] = []
-        existing = load_results(out, damaged)
         todo = [s for s in mine if s.student in only] if only else [
             s for s in mine if options.force or s.key not in existing
             or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
@@ -158,12 +164,6 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
                                    "first (autograde), then regrade single students.")
         todo_keys = {s.key for s in todo}
         kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
-        exercises = exercise_columns(assignments, {s.assignment for s in subs})
-        lms = read_lms(root)
-        times = submission_times(options, subs, lms)
-        policy = load_policy(options.source().parent)
-        now = manifest(options, subs, exercises, {}, policy.describe(), times)
-        warnings = check_rerun(out, now, {a for s, a in existing}, options)
         folder = Out(out, exercises, policy, lms, options.deadline, times.times if times else None)
         folder.sources = {s.key: s.folder for s in mine if s.folder}
         run = Run(folder, [s.key for s in mine], kept)

@@ -112,5 +112,6 @@ def read_submitted_at(path: Path, subs: list[Submission], lms: dict[tuple[str, s
         except (ValueError, OverflowError):
             raise UsageError(f"--submitted-at {path}: cannot read the time {when!r} of {ident}; "
                              "expected e.g. 2026-12-01T23:59:00Z.") from None
-    found.missing = [s.student for s in subs if s.submitted and not s.problem and s.key not in found.times]
+    found.missing = [s.student for s in subs if s.submitted and not s.problem and s.key not in found.times
+                     and "timestamp.txt" not in s.files]  # a folder's own time counts
     return found
