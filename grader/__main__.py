@@ -85,6 +85,7 @@ def _autograde(args: argparse.Namespace) -> int:
     course_package_dir()  # a shadowed `course` package stops here, with what to do
     options = Options(timeout=args.timeout, shard=parse_shard(args.shard), force=args.force,
                       deadlines=_deadlines(args.deadline), assignments=args.assignment or None,
+                      submitted_at=args.submitted_at,
                       memory_mb=args.memory_mb, submission_timeout=args.notebook_timeout,
                       sandbox_user=None if args.no_sandbox_user else args.sandbox_user,
                       isolate_network=not args.allow_network, isolate_files=not args.no_file_sandbox,
@@ -112,8 +113,16 @@ def _regrade(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from grader.export import export
 
-    summary = export(Path(args.out), args.lms, Path(args.roster) if args.roster else None,
-                     Path(args.to) if args.to else None, include_flagged=args.include_flagged)
+    ids = {}
+    for value in args.canvas_assignment_id or []:
+        name, _, ident = value.rpartition("=") if "=" in value else ("*", "", value)
+        if not ident.strip().isdigit():
+            raise UsageError(f"--canvas-assignment-id {value!r}: expected Canvas's numeric assignment id "
+                             "(the number after /assignments/ in its address), or ASSIGNMENT=ID.")
+        ids[name] = ident.strip()
+    summary = export([Path(o) for o in args.out], args.lms, Path(args.roster) if args.roster else None,
+                     Path(args.to) if args.to else None, include_flagged=args.include_flagged,
+                     canvas_ids=ids)
     print(summary.text())
     return 0
 
@@ -202,11 +211,15 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--notebook-timeout", type=int, default=0,
                        help="seconds per notebook, whole (default: 6 x timeout + 180)")
     grade.add_argument("--shard", default="1/1", help="grade slice K of N (K/N), then merge")
-    grade.add_argument("--force", action="store_true", help="regrade unchanged submissions")
+    grade.add_argument("--force", action="store_true",
+                       help="regrade unchanged submissions, also with another deadline than before")
     grade.add_argument("--deadline", action="append", metavar="[ASSIGNMENT=]ISO",
                        help="due date, for lateness from nbgrader's timestamp.txt (repeatable)")
     grade.add_argument("--assignment", action="append",
                        help="grade only this assignment (repeatable; default: all found)")
+    grade.add_argument("--submitted-at", metavar="FILE",
+                       help="CSV of an LMS zip's submission times (LMS id, submitted_at or Moodle's "
+                            "'Last modified (submission)'), for late penalties (docs/adopting.md)")
     grade.add_argument("--memory-mb", type=int, default=4096,
                        help="memory limit of each kernel process (default 4096)")
     grade.add_argument("--sandbox-user", default="nobody",
@@ -269,11 +282,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "of every student, one column per assignment, in the columns of the LMS's "
                     "gradebook import. Students missing from the roster, roster rows without a "
                     "submission, flagged rows and rows the grader failed on are listed.")
-    lms.add_argument("out", help="the --out folder of autograde (or of merge)")
+    lms.add_argument("out", nargs="+", help="the --out folder(s) of autograde (or of merge); "
+                     "several: one column per assignment of them all")
     lms.add_argument("--lms", required=True, choices=["canvas", "moodle"])
     lms.add_argument("--roster", help="CSV with student_id and the LMS's ids (Canvas: canvas_id, "
                      "not needed for a class graded from a Canvas zip; Moodle: email or id_number)")
     lms.add_argument("--to", help="the CSV to write (default OUT/<lms>-grades.csv)")
+    lms.add_argument("--canvas-assignment-id", action="append", metavar="[ASSIGNMENT=]ID",
+                     help="Canvas's id of the assignment to fill (column 'NAME (ID)'; repeatable)")
     lms.add_argument("--include-flagged", action="store_true",
                      help="export flagged rows' scores too (by default their cells stay empty)")
     lms.set_defaults(run=_export)

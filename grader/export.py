@@ -1,15 +1,19 @@
 """Grades and feedback out to an LMS: ``python -m grader export OUT --lms canvas|moodle``
 and ``python -m grader feedback OUT``.
 
-The grades are grades.csv's ``score`` (after the late penalty) of the run in OUT, one column
-per assignment, in the layout each LMS's gradebook import reads:
+The grades are grades.csv's ``score`` (after the late penalty) of the run in OUT (or of several
+runs: ``export graded/10.1 graded/10.2``), one column per assignment, in the layout each LMS's
+gradebook import reads. Runs that graded one assignment with different late settings are
+refused, not mixed:
 
 * **Canvas** (Grades > Import): the columns of Canvas's own gradebook export, ``Student,
   ID, SIS User ID, SIS Login ID, Section``, a ``Points Possible`` row, then one column per
   assignment. Canvas matches a row by ``ID``, its numeric user id, which a Canvas
   submissions zip carries in every file name: a class graded from such a zip needs no
   roster. A new column name makes a new assignment in Canvas; to fill an existing one,
-  rename the column as Canvas's export names it (``10.1 Self-attention (12345)``).
+  give its Canvas id (``--canvas-assignment-id 12345``, the number in the assignment's
+  address): the column is then named ``10.1-self-attention (12345)``, as Canvas's export
+  names its columns, and Canvas matches it by the id.
 * **Moodle** (Grades > Import > CSV file): ``First name, Last name, ID number, Email
   address``, then one column per assignment; at import, map ``Email address`` to
   ``useremail`` (or ``ID number`` to ``useridnumber``) and each assignment column to its
@@ -32,6 +36,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader import late
 from grader.errors import ExportError
 from grader.gradebook import read_run
 from grader.results import ERROR, FLAGGED, Result, atomic_write, number
@@ -102,12 +107,53 @@ def grade_cell(result: Result, include_flagged: bool) -> str:
     return number(result.final_score)
 
 
-def export(out: Path, lms: str, roster_path: Path | None = None, dest: Path | None = None,
-           include_flagged: bool = False) -> ExportSummary:
-    """Write the ``lms`` grade import file of the run in ``out`` (default OUT/<lms>-grades.csv)."""
+def read_runs(outs: list[Path]) -> list[Result]:
+    """The results of every run in ``outs``; refused when two runs graded one assignment with
+    different late settings (deadline, policy, --submitted-at), or disagree on a student."""
+    graded: dict[str, list[tuple[Path, dict]]] = {}
+    results: dict[tuple[str, str], tuple[Path, Result]] = {}
+    for out in outs:
+        manifest, rows = read_run(out)
+        for name in dict.fromkeys(r.assignment for r in rows):
+            graded.setdefault(name, []).append((out, late.settings(manifest, name)))
+        for r in rows:
+            if r.key in results and (results[r.key][1].final_score, results[r.key][1].status) != \
+                    (r.final_score, r.status):
+                raise ExportError(f"{results[r.key][0]} and {out} both hold {r.student_id}/{r.assignment}, "
+                                  "with different grades: export the run that is right, not both.")
+            results.setdefault(r.key, (out, r))
+    for name, runs in graded.items():
+        policies = {given["policy"] for _, given in runs if given["policy"]}  # older runs: not said
+        if len({given["deadline"] for _, given in runs}) > 1 or len(policies) > 1:
+            said = "; ".join(f"{out}: {late.describe_settings(given)}" for out, given in runs)
+            raise ExportError(f"{name} was graded with different late settings ({said}). Export the "
+                              "run whose settings are right alone (the other one's rows of it would "
+                              "overwrite its grades in the LMS), or grade the other again with the "
+                              f"same --deadline: autograde ... --assignment {name} --deadline ... --force.")
+    return [r for _, r in results.values()]
+
+
+def column_names(assignments: list[str], canvas_ids: dict[str, str]) -> list[str]:
+    """Canvas's ``Name (ID)`` for an assignment given an id (Canvas fills that assignment)."""
+    unknown = sorted(set(canvas_ids) - set(assignments) - {"*"})
+    if unknown or ("*" in canvas_ids and len(assignments) != 1):
+        raise ExportError(f"--canvas-assignment-id {', '.join(unknown) or canvas_ids['*']}: "
+                          f"give ASSIGNMENT=ID for one of {', '.join(assignments)}.")
+    ids = {a: canvas_ids.get(a) or canvas_ids.get("*") for a in assignments}
+    return [f"{a} ({ids[a]})" if ids[a] else a for a in assignments]
+
+
+def export(out: Path | list[Path], lms: str, roster_path: Path | None = None, dest: Path | None = None,
+           include_flagged: bool = False, canvas_ids: dict[str, str] | None = None) -> ExportSummary:
+    """Write the ``lms`` grade import file of the run(s) in ``out`` (default
+    <first OUT>/<lms>-grades.csv); ``canvas_ids``: assignment (or ``*``) -> Canvas's id."""
     if lms not in LMS:
         raise ExportError(f"--lms {lms!r}: choose one of {', '.join(LMS)}.")
-    manifest, results = read_run(out)
+    outs = [Path(o) for o in out] if isinstance(out, list) else [Path(out)]
+    if canvas_ids and lms != "canvas":
+        raise ExportError("--canvas-assignment-id is for --lms canvas; Moodle maps columns at import.")
+    results = read_runs(outs)
+    out = outs[0]
     roster = read_roster(roster_path) if roster_path else None
     if lms == "moodle" and roster is None:
         raise ExportError("Moodle matches grades by e-mail address or ID number: give "
@@ -141,7 +187,7 @@ def export(out: Path, lms: str, roster_path: Path | None = None, dest: Path | No
     maxima = {a: max((r.max_score for r in results if r.assignment == a), default=0.0)
               for a in assignments}
     if lms == "canvas":
-        writer.writerow(CANVAS_HEAD + assignments)
+        writer.writerow(CANVAS_HEAD + column_names(assignments, canvas_ids or {}))
         writer.writerow(["Points Possible", "", "", "", ""] + [number(maxima[a]) for a in assignments])
     else:
         writer.writerow(MOODLE_HEAD + assignments)

@@ -106,3 +106,44 @@ def apply(results, policy: Policy | None) -> None:
         return
     for result in results:
         result.late_penalty = penalty(policy, result.student_id, result.score, result.seconds_late)
+
+
+# ---------------------------------------------------------------- where lateness came from
+
+#: grades.csv's ``late_source``: what a row's lateness (and so its penalty) was counted from.
+FROM_TIMESTAMP = "timestamp.txt"  # nbgrader's submission time, in the student's folder
+FROM_SUBMITTED_AT = "submitted-at"  # the --submitted-at CSV of an LMS zip
+FROM_LMS = "none (LMS late policy)"  # an LMS zip without times: the LMS applies its own
+NO_SOURCE = "none"  # no deadline, or no time
+
+
+def late_source(result, deadline: str | None, from_csv: bool) -> str:
+    """What ``result``'s lateness is counted from, under the run's ``deadline``."""
+    if deadline and from_csv:
+        return FROM_SUBMITTED_AT
+    if deadline and result.submitted_at:
+        return FROM_TIMESTAMP
+    return FROM_LMS if result.lms else NO_SOURCE
+
+
+def settings(manifest: dict, assignment: str) -> dict[str, str]:
+    """The late settings an autograde run (its manifest) graded ``assignment`` with: the
+    deadline (UTC), the course's policy, and the --submitted-at file (its SHA-256)."""
+    from grader.autograde.host.submissions import parse_timestamp
+
+    options = manifest.get("options", {})
+    deadlines = options.get("deadlines") or {}
+    due = deadlines.get(assignment) or deadlines.get("*")
+    return {"deadline": parse_timestamp(due).isoformat() if due else "",
+            "policy": manifest.get("late_policy", ""),
+            "submitted_at": (manifest.get("submitted_at") or {}).get("sha256", "")}
+
+
+def describe_settings(given: dict[str, str]) -> str:
+    """``deadline 2026-12-01T23:59:00+00:00, times from --submitted-at`` (or ``no deadline``)."""
+    said = [f"deadline {given['deadline']}" if given.get("deadline") else "no deadline"]
+    if given.get("submitted_at"):
+        said.append(f"times from --submitted-at (sha256 {given['submitted_at'][:8]})")
+    if given.get("policy"):
+        said.append(f"policy {given['policy']}")
+    return ", ".join(said)

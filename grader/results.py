@@ -31,7 +31,9 @@ NO_SUBMISSION = "no submission"
 HEAD = ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score"]
 #: ``submitted`` (yes/no) came last, after ``torch``, so readers of older files by position
 #: still find every earlier column where it was.
-TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch", "submitted"]
+#: ``late_source`` (grader.late: timestamp.txt, submitted-at, none) came after it.
+TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch", "submitted",
+        "late_source"]
 
 
 @dataclass
@@ -63,6 +65,7 @@ class Result:
     late_penalty: float = 0.0  # points taken by the course's late policy (grader.late)
     lms: dict[str, str] = field(default_factory=dict)  # what the LMS said: user id, late marker
     submitted: bool = True  # False: the batch has the student but not this assignment
+    late_source: str = ""  # what the lateness was counted from (grader.late.late_source)
 
     @property
     def final_score(self) -> float:
@@ -228,7 +231,8 @@ def csv_rows(results: list[Result], exercises: list[str], header: bool = False) 
              number(r.late_penalty), number(r.max_score)]
             + [number(r.points[e]) if e in r.points else "" for e in exercises]
             + [r.status, short(r.reason), r.submitted_at, number(round(r.seconds_late)),
-               "yes" if r.late else "no", r.device, r.torch, "yes" if r.submitted else "no"])
+               "yes" if r.late else "no", r.device, r.torch, "yes" if r.submitted else "no",
+               r.late_source])
     return buffer.getvalue()
 
 

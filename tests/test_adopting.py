@@ -44,6 +44,10 @@ QKV, MODULE = "qkv_projections", "QKVProjection"
 EXCHANGE = {"ada": "correct", "bo": "wrong-qkv"}  # nbgrader submit, then nbgrader collect
 FILES = {"cy": ("correct", planted.LATE), "dee": ("syntax-error", planted.ON_TIME)}  # received files
 CANVAS = {"eve": ("correct", "1001", "2001", True), "fay": ("wrong-qkv", "1002", "2002", False)}
+#: The Canvas students' submission times, the page's --submitted-at file (user_id, submitted_at).
+CANVAS_TIMES = {"eve": planted.LATE, "fay": planted.ON_TIME}
+CANVAS_ASSIGNMENT = "12345"  # the page's --canvas-assignment-id
+B = "10.2-scaled-dot-product-attention"  # week 2 (step 8)
 ROSTER = [("ada", "Ada", "Lovelace", "ada@example.org"), ("bo", "Bo", "Diddley", "bo@example.org"),
           ("cy", "Cy", "Young", "cy@example.org"), ("gus", "Gus", "Grissom", "gus@example.org")]
 
@@ -92,12 +96,12 @@ class Term:
         (self.course / "nbgrader_config.py").write_text((ROOT / "nbgrader_config.py").read_text() + settings)
         self.exchange.mkdir()
 
-    def run(self, command: str, cwd: Path | None = None) -> str:
+    def run(self, command: str, cwd: Path | None = None, fails: bool = False) -> str:
         words = shlex.split(command)
         words[0] = sys.executable if words[0] == "python" else str(Path(sys.executable).parent / words[0])
         done = subprocess.run(words, cwd=cwd or self.course, env=self.env, capture_output=True,
                               text=True, timeout=300)
-        assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        assert (done.returncode != 0) == fails, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
         self.outputs[command] = done.stdout + done.stderr
         return done.stdout
 
@@ -128,6 +132,8 @@ class Term:
             for student, (name, user, submission, late) in CANVAS.items():
                 marker = "late_" if late else ""
                 zf.writestr(f"{student}_{marker}{user}_{submission}_{NB}.ipynb", planted_notebook(name))
+        rows = [f"{user},{CANVAS_TIMES[student]}" for student, (_, user, _, _) in CANVAS.items()]
+        (self.course / "submission-times.csv").write_text("\n".join(["user_id,submitted_at", *rows]) + "\n")
 
     def write_roster(self) -> None:
         lines = ["student_id,first_name,last_name,email"] + [",".join(r) for r in ROSTER]
@@ -179,8 +185,33 @@ def term(tmp_path_factory):
     step("python -m grader gradebook")
     t.write_roster()
     step("python -m grader export")
+    t.week1 = week_one(t)
+    step("python -m grader autograde submitted/ --out graded/10.2/")
+    step("python -m grader gradebook graded/10.2/")
+    step("python -m grader export graded/10.1/ graded/10.2/")
     assert ran == commands, "the test ran the page's commands in another order, or not all"
+    t.week2_exported = (t.course / "graded/moodle-grades.csv").read_text()
+    t.week1_after_once = week_one(t)
+    for command in commands[-3:]:  # week 2 again, as an instructor may
+        t.run(command)
+    t.week1_after_twice = week_one(t)
+    mistake = commands[-3].replace(f" --assignment {B}", "")  # week 2 without --assignment
+    assert mistake != commands[-3]
+    t.run(mistake, fails=True)
+    t.mistake = mistake
     return t
+
+
+def week_one(t: Term) -> dict:
+    """Week 1's grades.csv files, results and gradebook penalties, as they are now."""
+    from nbgrader.api import Gradebook
+
+    files = {p.relative_to(t.course): p.read_bytes() for folder in ("graded/10.1", "graded/10.1-canvas")
+             for p in [t.course / folder / "grades.csv", *(t.course / folder / "results").glob("*/*.json")]}
+    with Gradebook(f"sqlite:///{t.course / 'gradebook.db'}", t.course_id) as gb:
+        penalties = {(s.student.id, s.assignment.name): (s.score, s.late_submission_penalty)
+                     for s in gb.find_assignment(A).submissions}
+    return {"files": files, "gradebook": penalties}
 
 
 # ---------------------------------------------------------------- what each one should get
@@ -249,9 +280,13 @@ def test_grades_csv_late_columns(term):
     want = {s: expected_row(term, names[s], stamps[s]) for s in names}
     assert {s: {c: r[c] for c in COLUMNS} for s, r in got.items()} == want
     assert any(w["late_penalty"] != "0" for w in want.values()), "the class has no late penalty to check"
+    assert {r["late_source"] for r in got.values()} == {"timestamp.txt"}
     canvas = grades(term.course / "graded/10.1-canvas/grades.csv")
     assert {s: {c: r[c] for c in COLUMNS} for s, r in canvas.items()} == {
-        f"{s}-{user}": expected_row(term, n, None, late) for s, (n, user, _, late) in CANVAS.items()}
+        f"{s}-{user}": expected_row(term, n, CANVAS_TIMES[s], late)
+        for s, (n, user, _, late) in CANVAS.items()}
+    assert {r["late_source"] for r in canvas.values()} == {"submitted-at"}
+    assert canvas["eve-1001"]["late_penalty"] != "0", "the Canvas class has no late penalty to check"
 
 
 def test_gradebook_holds_the_penalty(term):
@@ -311,9 +346,9 @@ def test_regrade_touches_no_one_else(term):
 
 def test_canvas_csv(term):
     got = (term.course / "graded/10.1-canvas/canvas-grades.csv").read_text()
-    rows = [f"{s},{user},,,,{expected_row(term, n, None, late)['score']}"
+    rows = [f"{s},{user},,,,{expected_row(term, n, CANVAS_TIMES[s], late)['score']}"
             for s, (n, user, _, late) in sorted(CANVAS.items())]
-    assert got == "\n".join([f"Student,ID,SIS User ID,SIS Login ID,Section,{A}",
+    assert got == "\n".join([f"Student,ID,SIS User ID,SIS Login ID,Section,{A} ({CANVAS_ASSIGNMENT})",
                              f"Points Possible,,,,,{fmt(sum(POINTS.values()))}", *rows]) + "\n"
 
 
@@ -341,3 +376,19 @@ def test_report_counts_add_up(term):
     penalised = [r for r in rows if r["measure"] == "late penalty"]
     assert penalised[0]["students"].split() == sorted(
         s for s, r in grades(term.course / "graded/10.1/grades.csv").items() if r["late_penalty"] != "0")
+
+
+def test_week_two_twice_leaves_week_one_as_it_was(term):
+    """Step 8, run twice: week 1's grades.csv, results and gradebook penalties are byte for
+    byte what they were; week 2's folder holds 10.2 only; the joint export's 10.1 column is
+    week 1's; week 2 without --assignment (10.1 again, without its deadline) is refused."""
+    assert term.week1_after_once == term.week1 and term.week1_after_twice == term.week1
+    assert any(p for _, p in term.week1["gradebook"].values()), "week 1 has no penalty to keep"
+    assert {r["assignment"] for r in grades(term.course / "graded/10.2/grades.csv").values()} == {B}
+    joint = {r["Email address"]: r for r in csv.DictReader(io.StringIO(term.week2_exported))}
+    week1 = {r["Email address"]: r for r in csv.DictReader(
+        (term.course / "graded/10.1/moodle-grades.csv").open())}
+    assert {e: r[A] for e, r in joint.items()} == {e: r[A] for e, r in week1.items()}
+    assert set(next(iter(joint.values()))) >= {A, B}
+    said = term.outputs.get(term.mistake, "")
+    assert f"{A} was graded with deadline" in said and "--force" in said

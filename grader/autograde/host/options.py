@@ -37,6 +37,7 @@ class Options:
     force: bool = False
     deadlines: dict[str, str] = field(default_factory=dict)  # assignment or "*" -> ISO time
     assignments: list[str] | None = None
+    submitted_at: str | None = None  # CSV of an LMS zip's submission times (host.submitted_at)
     students: list[str] | None = None  # regrade only these (the others' results are kept)
     memory_mb: int = 4096
     cpu_seconds: int = 0  # 0: the submission timeout
@@ -106,6 +107,7 @@ class Summary:
     sandbox: dict = field(default_factory=dict)
     out: str = ""
     unplaced: dict[str, str] = field(default_factory=dict)  # a zip's files that are no one's: why
+    warnings: list[str] = field(default_factory=list)  # what the instructor must look at
 
     def text(self) -> str:
         c = self.counts
@@ -116,6 +118,7 @@ class Summary:
                  f"Grades: {Path(self.out) / 'grades.csv'}; feedback: {Path(self.out) / 'feedback'}"]
         if self.sandbox:
             lines.append("Sandbox: " + "; ".join(f"{k} {v}" for k, v in self.sandbox.items()))
+        lines += self.warnings
         if self.unplaced:
             lines.append(f"NOT GRADED, files of the zip that belong to no submission ({len(self.unplaced)}):")
             lines += [f"  {name}: {why}" for name, why in sorted(self.unplaced.items())]

@@ -33,25 +33,43 @@ class Out:
     """The output folder of one run, and the only code that writes into it."""
 
     def __init__(self, root: Path, exercises: list[str], policy: late.Policy | None = None,
-                 lms: dict[tuple[str, str], dict] | None = None):
+                 lms: dict[tuple[str, str], dict] | None = None, deadline=lambda assignment: None,
+                 times: dict[tuple[str, str], str] | None = None):
         self.root, self.exercises = root, exercises
         self.policy, self.lms = policy, lms or {}
+        self.deadline = deadline  # assignment -> the run's deadline (ISO) or None
+        self.times = times  # --submitted-at's times by key (None: no such file this run)
         self.sources: dict[tuple[str, str], Path] = {}  # submission folders, for EXCHANGE_FILES
         self.csv = root / "grades.csv"
         self._rows = None
 
     def settle(self, results: list[Result]) -> list[Result]:
-        """What the run knows besides the grading: the LMS's ids and markers, the late policy
-        (applied again to kept results: the policy may have changed since). Returns the
-        results this changed."""
+        """What the run knows besides the grading: the LMS's ids and markers, the submission
+        times of --submitted-at, the late policy (applied again to kept results: the policy may
+        have changed since), and where the lateness came from. Returns the results this changed."""
         changed = []
         for result in results:
-            before = (dict(result.lms), result.late_penalty)
+            before = (dict(result.lms), result.late_penalty, result.submitted_at, result.late_source)
             result.lms = self.lms.get(result.key, result.lms)
+            due = self.deadline(result.assignment)
+            own = result.submitted_at and result.late_source != late.FROM_SUBMITTED_AT  # timestamp.txt's
+            from_csv = self.times is not None and due and not own
+            if from_csv:
+                self.apply_time(result, self.times.get(result.key, ""), due)
+            result.late_source = late.late_source(result, due, bool(from_csv and result.key in self.times))
             late.apply([result], self.policy)
-            if (result.lms, result.late_penalty) != before:
+            if (result.lms, result.late_penalty, result.submitted_at, result.late_source) != before:
                 changed.append(result)
         return changed
+
+    @staticmethod
+    def apply_time(result: Result, when: str, deadline: str) -> None:
+        """A --submitted-at time (ISO, UTC; '' for none) as nbgrader's timestamp would be."""
+        from grader.autograde.host.submissions import parse_timestamp
+
+        result.submitted_at = when
+        late_s = (parse_timestamp(when) - parse_timestamp(deadline)).total_seconds() if when else 0.0
+        result.seconds_late = max(0.0, late_s)
 
     def start(self, kept: list[Result]) -> None:
         """grades.csv as far as the earlier run got; rows are appended from here on."""

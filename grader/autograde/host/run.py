@@ -30,6 +30,7 @@ from grader.autograde.host.fingerprint import assignment_context, content_hash, 
 from grader.autograde.host.options import Options, Summary, available_cpus
 from grader.autograde.host.out_folder import Out
 from grader.autograde.host.pool import Pool, spawn_workers, stop_workers, worker_env
+from grader.autograde.host.rerun import check_rerun
 from grader.autograde.host.submissions import (
     Assignment,
     Submission,
@@ -40,9 +41,10 @@ from grader.autograde.host.submissions import (
     read_unplaced,
     shard,
 )
+from grader.autograde.host.submitted_at import SubmittedAt, read_submitted_at
 from grader.autograde.messages import WorkerSettings
 from grader.autograde.sandbox.config import kernel_env, write_kernelspec
-from grader.errors import SubmissionsError
+from grader.errors import SubmissionsError, UsageError
 from grader.late import load_policy
 from grader.results import ERROR, FLAGGED, OK, Result, load_results, settle
 
@@ -91,13 +93,29 @@ def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> lis
     return columns
 
 
-def manifest(options: Options, subs: list[Submission], exercises: list[str], sandbox: dict) -> dict:
-    """What ``merge`` and ``gradebook`` need to know of the run."""
+def manifest(options: Options, subs: list[Submission], exercises: list[str], sandbox: dict,
+             late_policy: str = "", times: SubmittedAt | None = None) -> dict:
+    """What ``merge``, ``gradebook``, ``export`` and a rerun need to know of the run."""
     return {"shard": list(options.shard), "keys": [list(s.key) for s in subs],
             "exercises": exercises,
             "options": {k: v for k, v in asdict(options).items()
                         if k not in ("solutions", "progress", "cache", "handler")},
+            "late_policy": late_policy,
+            "submitted_at": {"file": str(times.path), "sha256": times.sha256} if times else {},
             "sandbox": sandbox}
+
+
+def submission_times(options: Options, subs: list[Submission], lms: dict) -> SubmittedAt | None:
+    """--submitted-at's times for the batch (None without the option), checked."""
+    if not options.submitted_at:
+        return None
+    times = read_submitted_at(Path(options.submitted_at), subs, lms)
+    (assignment,) = {s.assignment for s in subs}
+    if not options.deadline(assignment):
+        raise UsageError(f"--submitted-at needs the assignment's deadline: add --deadline "
+                         f"{assignment}=ISO (e.g. 2026-12-01T23:59:00+00:00).")
+    options.submitted_at = str(times.path)  # regrade reads it from the manifest, from anywhere
+    return times
 
 
 def autograde(submissions: Path, out: Path, options: Options | None = None) -> Summary:
@@ -124,11 +142,17 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
             unknown = sorted(only - {s.student for s in subs})
             if unknown:
                 raise SubmissionsError(f"No submissions of {', '.join(unknown)} in {submissions}.")
+        damaged: list[Path] = []
+        existing = load_results(out, damaged)
+        exercises = exercise_columns(assignments, {s.assignment for s in subs})
+        lms = read_lms(root)
+        times = submission_times(options, subs, lms)
+        policy = load_policy(options.source().parent)
+        now = manifest(options, subs, exercises, {}, policy.describe(), times)
+        warnings = check_rerun(out, now, {a for s, a in existing}, options)
         code = grading_code_digest()
         contexts = {name: assignment_context(a, options, code) for name, a in assignments.items()}
         digests = {s.key: content_hash(s, contexts.get(s.assignment, "")) for s in mine}
-        damaged: list[Path] = []
-        existing = load_results(out, damaged)
         todo = [s for s in mine if s.student in only] if only else [
             s for s in mine if options.force or s.key not in existing
             or existing[s.key].content_hash != digests[s.key] or existing[s.key].retry]
@@ -140,15 +164,14 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
                                    "first (autograde), then regrade single students.")
         todo_keys = {s.key for s in todo}
         kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
-        exercises = exercise_columns(assignments, {s.assignment for s in subs})
-        folder = Out(out, exercises, load_policy(options.source().parent), read_lms(root))
+        folder = Out(out, exercises, policy, lms, options.deadline, times.times if times else None)
         folder.sources = {s.key: s.folder for s in mine if s.folder}
         run = Run(folder, [s.key for s in mine], kept)
         run.summary.damaged = len(damaged)
         run.summary.unplaced = read_unplaced(root)
+        run.summary.warnings = warnings + (times.text() if times else [])
         gradable = [s for s in todo if not s.problem]
-        sandbox: dict = {}
-        folder.write_manifest(manifest(options, subs, exercises, sandbox))
+        folder.write_manifest(now)
         if options.progress and todo:
             from tqdm import tqdm
 
@@ -158,10 +181,10 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
             if sub.problem:
                 run.record(problem_result(sub, digests[sub.key]))
         if gradable:
-            sandbox = grade_all(gradable, assignments, digests, options, out, work, run)
-            folder.write_manifest(manifest(options, subs, exercises, sandbox))
+            now["sandbox"] = grade_all(gradable, assignments, digests, options, out, work, run)
+            folder.write_manifest(now)
         run.finish()
-        run.summary.sandbox = sandbox
+        run.summary.sandbox = now["sandbox"]
         run.summary.elapsed_s = time.monotonic() - started
         return run.summary
     finally:
