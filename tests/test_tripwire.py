@@ -1,5 +1,6 @@
 """Is calling the reference caught through every door, and is a correct answer written
-from other primitives never caught? (grader/checks/tripwire.py, grader/autograde/worker/cell_findings.py)"""
+from other primitives never caught? (course/checking/forbidden.py,
+grader/autograde/worker/cell_findings.py)"""
 
 from __future__ import annotations
 
@@ -367,6 +368,8 @@ def test_the_families_leave_the_primitives_of_right_answers_alone():
     ("return torch._C._VariableFunctions.softmax(x, dim)", "softmax", "torch._C"),
     ("return x.softmax(dim)", "softmax", "calls softmax"),
     ("f = getattr(torch, 'soft' + 'max')", "softmax", "by name"),
+    ("w = x.softmax(dim)  # nn.Transformer-style", "softmax", "calls softmax"),
+    ("%time self.core = nn.MultiheadAttention(d, h)", "TransformerBlock", "attention modules"),
     ("from torch.utils._python_dispatch import _disable_current_modes", "softmax", "dispatch"),
     ("out = F.scaled_dot_product_attention(q, k, v)", "MultiHeadAttention",
      "calls scaled_dot_product_attention"),
@@ -384,9 +387,13 @@ def test_source_scan_reports_doors(source, exercise, words):
     ("out, w = scaled_dot_product_attention(q, k, v, mask)", "MultiHeadAttention"),
     ("self.linear1 = nn.Linear(d_model, d_ff)", "FeedForward"),
     ("return x.softmax(-1)", "TransformerBlock"),
+    ("loss.backward()  # the same step nn.Transformer's tutorial takes", "train_step"),
+    ('print("no torch.ops, no nn.MultiheadAttention here")', "TransformerBlock"),
+    ('"""Like x.softmax(dim), from exp and sum."""\nreturn e / e.sum(dim, keepdim=True)', "softmax"),
 ])
 def test_source_scan_leaves_allowed_code_alone(source, exercise):
-    """Are allowed calls (torch.softmax after its exercise, the learner's own attention) quiet?"""
+    """Are allowed calls (torch.softmax after its exercise, the learner's own attention) and
+    what comments and strings say quiet?"""
     assert reference_calls(source, exercise) == []
 
 
@@ -406,9 +413,9 @@ def test_source_scan_finds_nothing_in_the_solutions():
 def test_calling_the_shipped_checking_code_is_calling_the_reference():
     """Does an answer that calls a function of the shipped checking code (the visible check's own
     reference) get no credit, while methods of the stand-ins the checks hand over stay free?"""
+    from course.checking.forbidden import watching_shipped_checks
     from course.checking.standins import ScriptedModel
     from course.visible.s10_2.scaled_dot_product_attention import pytorch_weights
-    from grader.checks.tripwire import watching_shipped_checks
 
     Q = torch.ones(1, 2, 4)
     with watching_shipped_checks() as hits:
