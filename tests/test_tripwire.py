@@ -397,7 +397,8 @@ def classify(operator: str, exercise: str) -> str:
 def test_the_enumeration_finds_the_known_kernels():
     """Does the walk over the registered operators see the kernels we know of (so that the
     test below cannot pass on an empty list)?"""
-    known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice", *KERNELS,
+    known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice",
+             *KERNELS,
              "aten.native_layer_norm", "aten.native_group_norm", "aten._fused_rms_norm", "aten.linalg_vector_norm"}
     assert known <= set(registered_operators())
 

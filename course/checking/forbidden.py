@@ -249,7 +249,8 @@ LOSSES = forbid(
 #: Every normalisation kernel: an RMSNorm is one of any of them (a LayerNorm, or a GroupNorm of one
 #: group, of [x, -x] has mean 0 and the mean square of x as its variance).
 NORM_KERNELS = Family("a normalisation of PyTorch's",
-                      ("layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm", "local_response_norm"))
+                      ("layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm",
+                       "local_response_norm"))
 
 #: 10.7's RMSNorm: nn.RMSNorm, the function behind it, and every other normalisation.
 RMS_NORM = forbid({"torch.nn.functional.rms_norm", "torch.rms_norm", "aten.rms_norm", "aten._fused_rms_norm"},
