@@ -399,7 +399,8 @@ def test_the_enumeration_finds_the_known_kernels():
     test below cannot pass on an empty list)?"""
     known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice",
              *KERNELS,
-             "aten.native_layer_norm", "aten.native_group_norm", "aten._fused_rms_norm", "aten.linalg_vector_norm"}
+             "aten.native_layer_norm", "aten.native_group_norm", "aten._fused_rms_norm",
+             "aten.linalg_vector_norm"}
     assert known <= set(registered_operators())
 
 
