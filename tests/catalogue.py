@@ -1,8 +1,8 @@
 """The table of what the visible tests (the test cells' code before the hidden block) and the
 hidden checks catch, over every right answer and planted bug declared in ``tests/answers/``.
 
-A bug that only grading can see is declared with why: a call to the reference the exercise is
-graded against, or a tensor created on a fixed device (found by running on another device).
+A bug that only grading can see is declared with why: a tensor created on a fixed device (found
+by running on another device). A call to the reference fails both sides, in the same words.
 
 ``python -m tests.catalogue`` prints the table.
 """

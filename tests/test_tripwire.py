@@ -1,5 +1,6 @@
 """Is calling the reference caught through every door, and is a correct answer written
-from other primitives never caught? (grader/checks/tripwire.py, grader/autograde/worker/cell_findings.py)"""
+from other primitives never caught? (course/checking/forbidden.py,
+grader/autograde/worker/cell_findings.py)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from grader.autograde.worker.cell_findings import reference_calls
-from grader.checks import EXERCISES, s10_2, s10_3
+from grader.checks import EXERCISES, s10_2, s10_3, s10_7
 from samples import load_solution_namespace
 from tests.check_helpers import assert_fails, assert_passes
 
@@ -225,6 +226,62 @@ def test_multi_head_attention_from_einsum_keeps_full_credit(solution):
     assert_passes(s10_3.check_MultiHeadAttention, MultiHeadEinsum)
 
 
+# ---------------------------------------------------------------- RMSNorm
+
+
+def _mirrored(norm):
+    """An RMSNorm from ``norm(y, eps)``, a centring normalisation of the last axis of y: y = [x, -x]
+    has mean 0 and the mean square of x as its variance, so its first half is x / rms(x)."""
+    class Norm(torch.nn.Module):
+        def __init__(self, d_model, eps=1e-6):
+            super().__init__()
+            self.eps, self.weight = eps, torch.nn.Parameter(torch.ones(d_model))
+
+        def forward(self, x):
+            y = torch.cat([x, -x], -1)  # (..., 2 d)
+            return self.weight * norm(y, self.eps)[..., :x.shape[-1]]
+    return Norm
+
+
+def _flat(y):
+    return y.reshape(-1, y.shape[-1])  # (rows, 2 d)
+
+
+NORM_DOORS = {
+    "F.rms_norm": _mirrored(lambda y, eps: F.rms_norm(y, y.shape[-1:], eps=eps)),
+    "F.layer_norm": _mirrored(lambda y, eps: F.layer_norm(y, y.shape[-1:], eps=eps)),
+    "F.group_norm, one group": _mirrored(lambda y, eps: F.group_norm(_flat(y), 1, eps=eps).view_as(y)),
+    "F.instance_norm": _mirrored(lambda y, eps: F.instance_norm(_flat(y)[:, None], eps=eps).view_as(y)),
+    "F.batch_norm over the transposed rows": _mirrored(
+        lambda y, eps: F.batch_norm(_flat(y).T, None, None, training=True, eps=eps).T.reshape(y.shape)),
+    "aten.native_layer_norm, function modes off": _mirrored(lambda y, eps: _without_modes(
+        lambda: torch.ops.aten.native_layer_norm(y, y.shape[-1:], None, None, eps)[0])),
+}
+
+
+def _without_modes(call):
+    with torch._C.DisableTorchFunction():
+        return call()
+
+
+@pytest.mark.parametrize("door", NORM_DOORS)
+def test_normalisation_doors_earn_no_credit_in_rms_norm(door):
+    """Does an RMSNorm computed by any normalisation of PyTorch's (a LayerNorm or a GroupNorm of one
+    group of [x, -x]) earn no credit, on both sides?"""
+    from course.visible.s10_7.rms_norm import check_RMSNorm
+
+    assert_fails(s10_7.check_RMSNorm, NORM_DOORS[door], NO_CREDIT)
+    assert_fails(check_RMSNorm, NORM_DOORS[door], NO_CREDIT)
+
+
+def test_the_normalisation_doors_are_right_answers():
+    """Are the doors above right RMSNorms (so the test above fails for the tripwire, not a bug)?"""
+    x = torch.randn(2, 3, 8, dtype=torch.float64)
+    want = F.rms_norm(x, (8,), eps=1e-6)
+    for door, Norm in NORM_DOORS.items():
+        assert torch.allclose(Norm(8)(x), want), door
+
+
 # ---------------------------------------------------------------- every kernel, every exercise
 
 #: What an operator's name says it computes (wider than the tripwire's families on purpose:
@@ -233,7 +290,11 @@ KINDS = {
     "softmax": re.compile(r"soft(?:max|min)"),
     "attention": re.compile(r"attention|attn|sdp|scaled_dot|flash|multi_head|mha|transformer"),
     "multi-head attention": re.compile(r"multi_head|mha|transformer"),
+    "normalisation": re.compile(r"norm(?!al)"),
 }
+#: Norms a right RMSNorm may use (x.norm, F.normalize): a length, not a normalisation of x.
+VECTOR_NORMS = re.compile(r"linalg_|frobenius|nuclear|renorm|weight_norm|_foreach_norm|norm_except_dim"
+                          r"|^native_norm$|^norm$")
 #: Each exercise graded against a softmax or an attention: where its solution is, and the
 #: kinds of kernel that compute its reference. An attention computes a softmax too (see
 #: softmax_by_attention); a block is graded against nn.TransformerEncoderLayer, and the
@@ -245,6 +306,7 @@ GRADED = {
     "TransformerBlock": ("10.5-transformer-block", {"multi-head attention"}),
     "DecoderBlock": ("10.6-encoder-decoder", {"attention"}),
     "Transformer": ("10.6-encoder-decoder", {"attention"}),
+    "RMSNorm": ("10.7-gpt", {"normalisation"}),
 }
 
 
@@ -325,6 +387,8 @@ def classify(operator: str, exercise: str) -> str:
         return "forbidden"
     if operator in NO_TENSOR:
         return "computes no tensor"
+    if VECTOR_NORMS.search(operator.split(".")[1]):
+        return "a vector or matrix norm: a primitive of right answers"
     if not kinds_of(operator) & GRADED[exercise][1]:
         return f"a {' / '.join(sorted(kinds_of(operator)))}: not what {exercise} is graded against"
     return "UNCLASSIFIED"
@@ -333,14 +397,17 @@ def classify(operator: str, exercise: str) -> str:
 def test_the_enumeration_finds_the_known_kernels():
     """Does the walk over the registered operators see the kernels we know of (so that the
     test below cannot pass on an empty list)?"""
-    known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice", *KERNELS}
+    known = {"aten._softmax", "aten._masked_softmax", "quantized.softmax", "aten._fused_sdp_choice",
+             *KERNELS,
+             "aten.native_layer_norm", "aten.native_group_norm", "aten._fused_rms_norm",
+             "aten.linalg_vector_norm"}
     assert known <= set(registered_operators())
 
 
 @pytest.mark.parametrize("exercise", GRADED)
-def test_every_softmax_and_attention_operator_is_forbidden_or_harmless(exercise):
-    """Is every operator this torch registers whose name says softmax or attention either
-    forbidden in the exercises graded against it, or unable to compute their reference?"""
+def test_every_operator_of_the_references_kind_is_forbidden_or_harmless(exercise):
+    """Is every operator this torch registers whose name says softmax, attention or normalisation
+    either forbidden in the exercises graded against it, or unable to compute their reference?"""
     unclassified = [op for op in registered_operators() if classify(op, exercise) == "UNCLASSIFIED"]
     assert not unclassified, f"{exercise}: forbid these or say why they cannot compute its reference"
 
@@ -367,6 +434,8 @@ def test_the_families_leave_the_primitives_of_right_answers_alone():
     ("return torch._C._VariableFunctions.softmax(x, dim)", "softmax", "torch._C"),
     ("return x.softmax(dim)", "softmax", "calls softmax"),
     ("f = getattr(torch, 'soft' + 'max')", "softmax", "by name"),
+    ("w = x.softmax(dim)  # nn.Transformer-style", "softmax", "calls softmax"),
+    ("%time self.core = nn.MultiheadAttention(d, h)", "TransformerBlock", "attention modules"),
     ("from torch.utils._python_dispatch import _disable_current_modes", "softmax", "dispatch"),
     ("out = F.scaled_dot_product_attention(q, k, v)", "MultiHeadAttention",
      "calls scaled_dot_product_attention"),
@@ -384,9 +453,13 @@ def test_source_scan_reports_doors(source, exercise, words):
     ("out, w = scaled_dot_product_attention(q, k, v, mask)", "MultiHeadAttention"),
     ("self.linear1 = nn.Linear(d_model, d_ff)", "FeedForward"),
     ("return x.softmax(-1)", "TransformerBlock"),
+    ("loss.backward()  # the same step nn.Transformer's tutorial takes", "train_step"),
+    ('print("no torch.ops, no nn.MultiheadAttention here")', "TransformerBlock"),
+    ('"""Like x.softmax(dim), from exp and sum."""\nreturn e / e.sum(dim, keepdim=True)', "softmax"),
 ])
 def test_source_scan_leaves_allowed_code_alone(source, exercise):
-    """Are allowed calls (torch.softmax after its exercise, the learner's own attention) quiet?"""
+    """Are allowed calls (torch.softmax after its exercise, the learner's own attention) and
+    what comments and strings say quiet?"""
     assert reference_calls(source, exercise) == []
 
 
@@ -406,9 +479,9 @@ def test_source_scan_finds_nothing_in_the_solutions():
 def test_calling_the_shipped_checking_code_is_calling_the_reference():
     """Does an answer that calls a function of the shipped checking code (the visible check's own
     reference) get no credit, while methods of the stand-ins the checks hand over stay free?"""
+    from course.checking.forbidden import watching_shipped_checks
     from course.checking.standins import ScriptedModel
     from course.visible.s10_2.scaled_dot_product_attention import pytorch_weights
-    from grader.checks.tripwire import watching_shipped_checks
 
     Q = torch.ones(1, 2, 4)
     with watching_shipped_checks() as hits:

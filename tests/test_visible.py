@@ -13,6 +13,7 @@ import nbformat
 import pytest
 
 from course import checking, progress
+from course.checking.forbidden import ForbiddenCall
 from grader.checks import EXERCISES, SECTIONS, guarded_calls
 from grader.results import exercise_name
 from samples import graded_cells, notebook_path, visible_test
@@ -63,6 +64,25 @@ def test_visible_test_catches_planted_bug(entry):
         assert entry.mistake.sentence() in str(failure)
     printed = dictation.answer_line_in(str(failure), entry.section, entry.exercise)
     assert printed is None, f"the message prints a line of the answer ({printed}): {failure}"
+
+
+FORBIDDEN_CALLS = [e for e in PLANTED if e.hidden and e.hidden.startswith("No credit")]
+
+
+@pytest.mark.parametrize("entry", FORBIDDEN_CALLS, ids=entry_id)
+def test_a_forbidden_call_fails_both_sides_in_the_same_words(entry):
+    """Does an answer that calls the reference (or the shipped checking code) fail the visible
+    check with grading's own message, not pass it to lose the marks at grading?"""
+    visible, hidden = catalogue.run_visible(entry), catalogue.run_hidden(entry)
+    assert isinstance(visible, ForbiddenCall), catalogue.message(visible)
+    assert str(visible) == str(hidden)
+
+
+def test_every_exercise_that_forbids_calls_plants_one():
+    """Is every exercise with calls it may not make planted with an answer that makes one?"""
+    planted = {e.exercise for e in FORBIDDEN_CALLS}
+    not_yet = {"Transformer", "GPT"}  # TODO(issue 33): plant an nn.MultiheadAttention core in each
+    assert {name for name, exercise in EXERCISES.items() if exercise.forbidden} - planted == not_yet
 
 
 def test_catalogue_has_the_bugs_the_issue_asks_for():

@@ -5,8 +5,9 @@ code on a :class:`Case` (``run``), the reference's outputs there (``reference``)
 mistakes (``mistakes = {MISTAKE: run(case, device) -> Outputs}``) and the visible cases. The
 visible check runs those cases (:meth:`Exercise.run_cases`); the hidden check is a short
 subclass that adds grading's own: more instances of the same kinds of case, a second device,
-tripwires on the calls, records. Learner code is always called through :meth:`Exercise.call`,
-which grading overrides to watch the calls.
+records. Learner code is always called through :meth:`Exercise.call`, under the tripwires of
+``forbidden`` on both sides (:mod:`course.checking.forbidden`): a call to the reference fails the
+visible check with grading's words.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import torch
 
 from course.checking.failure import CheckFailure
-from course.checking.learner import call_learner
+from course.checking.forbidden import NOTHING, Forbidden, call_guarded
 from course.checking.mistakes import Mistake
 from course.checking.outputs import Outputs, compare_outputs, generator, randn
 
@@ -48,14 +49,17 @@ class Exercise:
     #: Known mistakes, each with ``run(case, device) -> Outputs`` reproducing it on a case.
     mistakes: Mapping[Mistake, Callable[..., Outputs]] = {}
     visible_cases: Sequence[Case] = ()
+    #: What learner code may not call: the reference it is graded against.
+    forbidden: Forbidden = NOTHING
 
     def cases(self) -> Sequence[Case]:
         """The cases this side runs (grading's subclass lists its own)."""
         return self.visible_cases
 
     def call(self, case: Case, function, *args, **kwargs):
-        """Call learner code on ``case``; its errors become failures that name the case."""
-        return call_learner(self.name, str(case), function, *args, **kwargs)
+        """Call learner code on ``case``; its errors become failures that name the case, a call
+        to the reference a :class:`~course.checking.forbidden.ForbiddenCall`."""
+        return call_guarded(self.name, self.forbidden, str(case), function, *args, **kwargs)
 
     def build(self, impl, case: Case, *args, **kwargs) -> torch.nn.Module:
         """The learner's module for ``case`` (its class called with ``args``), in the case's dtype."""

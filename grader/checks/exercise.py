@@ -21,27 +21,18 @@ from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
 from grader.checks.guarded_calls import (
-    Case,
     CheckFailure,
     ForbiddenCall,
-    call_guarded,
     detach_outputs,
     exact_matmul,
     grading_device,
 )
-from grader.checks.tripwire import NOTHING, Forbidden
 
 
 class Exercise(checking.Exercise):
     """The toolkit's exercise (:class:`course.checking.exercise.Exercise`: cases, run, reference,
-    mistakes) graded: learner code called under the tripwires of ``forbidden``, on the grading
-    device, the outcome recorded for the clean-process verification."""
-
-    forbidden: Forbidden = NOTHING
-
-    def call(self, case: Case, function, *args, **kwargs):
-        """Call learner code under the tripwires: a call to the reference is a ForbiddenCall."""
-        return call_guarded(self.name, self.forbidden, case, function, *args, **kwargs)
+    mistakes, what learner code may not call) graded: on the grading device, the outcome recorded
+    for the clean-process verification."""
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""

@@ -1,9 +1,9 @@
-"""Calling learner code the way grading does: under the tripwires, on the grading device.
+"""Calling learner code the way grading does: on the grading device.
 
-:func:`call_guarded` runs learner code while the references it is graded against are
-watched (a call to one is a :class:`ForbiddenCall`); :func:`grading_device` and
-:func:`exact_matmul` say where and how the cases run; :func:`detach_outputs` makes the
-plain tensors a record saves. The case-running engine is :mod:`grader.checks.exercise`.
+:func:`grading_device` and :func:`exact_matmul` say where and how the cases run;
+:func:`detach_outputs` makes the plain tensors a record saves. Learner code runs under the
+tripwires of :mod:`course.checking.forbidden` on both sides; the case-running engine is
+:mod:`grader.checks.exercise`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 from course import checking
 from course.checking import CheckFailure, Outputs, close, describe_difference, tolerance  # noqa: F401
 from course.checking.exercise import Case  # noqa: F401 - the checks' name for it
-from grader.checks.tripwire import Forbidden, watching, watching_shipped_checks
+from course.checking.forbidden import ForbiddenCall, call_guarded  # noqa: F401 - the checks' names for them
 
 # ---------------------------------------------------------------- device and tolerance
 
@@ -43,44 +43,6 @@ def exact_matmul() -> Iterator[None]:
 
 
 generator, randn = checking.generator, checking.randn
-
-
-# ---------------------------------------------------------------- running learner code
-
-
-def forbidden_call_message(exercise: str, hits: set[str]) -> str:
-    plain = {hit for hit in hits if "operator" not in hit}  # named by the function, if seen
-    names = ", ".join(sorted(plain or hits))
-    return (
-        f"No credit for {exercise}: it calls {names}, the PyTorch function it is graded "
-        "against. Write it from tensor primitives (matmul, exp, sum, masked_fill, ...)."
-    )
-
-
-def shipped_call_message(exercise: str, hits: set[str]) -> str:
-    return (f"No credit for {exercise}: it calls {', '.join(sorted(hits))}, the course's own checking code, "
-            "which holds the reference it is graded against. Write it yourself.")
-
-
-def call_guarded(exercise: str, forbidden: Forbidden, case: Case, fn, *args, **kwargs):
-    """Call learner code under the tripwires; its exceptions become CheckFailures (the
-    toolkit's :func:`course.checking.call_learner`), a call to the reference (PyTorch's, or
-    the shipped checking code's) ForbiddenCall."""
-    with watching(forbidden) as hits, watching_shipped_checks() as shipped:
-        result = checking.call_learner(exercise, str(case), fn, *args, **kwargs)
-    if shipped:
-        raise ForbiddenCall(shipped_call_message(exercise, shipped), shipped)
-    if hits:
-        raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
-    return result
-
-
-class ForbiddenCall(CheckFailure):
-    """Learner code called the reference it is graded against."""
-
-    def __init__(self, message: str, hits: set[str]):
-        super().__init__(message)
-        self.hits = hits
 
 
 #: The toolkit's, whose ``where`` may be a Case (shown as "case '...'").

@@ -4,7 +4,7 @@ nbgrader runs the hidden tests after the learner's code, in the same Python proc
 learner code can reach anything the checks use. Three layers answer that:
 
 1. **Tripwires.** While learner code runs under a check, the reference it is graded
-   against must not be called, through any door (:mod:`grader.checks.tripwire`).
+   against must not be called, through any door (:mod:`course.checking.forbidden`).
 2. **Tamper scan** (:func:`tamper_report`). Before checking, the comparison functions a
    cheat would replace (``torch.allclose``, ``torch.testing.assert_close``, numpy's,
    ``torch.Tensor``'s comparison operators) and the grading and course modules themselves

@@ -23,8 +23,9 @@ from course import progress
 from course.checking import Mistake
 from course.checking.registry import submodules
 
-#: Why only grading can see a bug: it calls the reference, or makes tensors on a fixed device.
-REFERENCE, DEVICE = "calls the reference", "fixed device"
+#: Why only grading can see a bug: it makes tensors on a fixed device (a call to the reference
+#: fails both sides, course.checking.forbidden).
+DEVICE = "fixed device"
 ROOT = Path(__file__).resolve().parents[2]
 _SECTION = re.compile(r"s(\d+)_(\d+)")
 

@@ -20,6 +20,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import LINEAR
 
 QKV = ("Q", "K", "V")
 SWAPPED = Mistake("swapped", "W_q and W_k swapped (Q computed with W_k)",
@@ -58,6 +59,7 @@ def through_linear(case: Case, device, order=("W_q", "W_k", "W_v")) -> dict:
 
 
 class QKVProjections(Exercise):
+    forbidden = LINEAR
     name = "qkv_projections"
     reference_name = "nn.Linear(bias=False) with the same weights"
     mistakes = {SWAPPED: partial(through_linear, order=("W_k", "W_q", "W_v")),

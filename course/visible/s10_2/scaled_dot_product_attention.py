@@ -26,6 +26,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import ATTENTION
 from course.checking.masks import case_mask
 
 NO_SCALE = Mistake("no_scale", "attention without the 1/sqrt(d_k) scaling",
@@ -174,6 +175,7 @@ def _scaled(scale_of):
 
 
 class ScaledDotProductAttention(Exercise):
+    forbidden = ATTENTION
     name = "scaled_dot_product_attention"
     reference_name = "F.scaled_dot_product_attention"
     mistakes = {NO_SCALE: _scaled(lambda p: 1.0), SCALE_DK: _scaled(lambda p: 1 / p["d_k"]),

@@ -20,6 +20,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import SOFTMAX
 
 DIM_HINT = ("The axis to normalise is the one dim names, not a fixed one: look at every reduction "
             "(the maximum and the sum) and the axis it runs over.")
@@ -71,6 +72,7 @@ def _global(x, dim):
 
 
 class Softmax(Exercise):
+    forbidden = SOFTMAX
     name = "softmax"
     reference_name = "torch.softmax"
     mistakes = {LAST_AXIS: partial(softmax_of, lambda x, dim: torch.softmax(x, -1)),

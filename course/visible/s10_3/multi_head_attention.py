@@ -29,6 +29,7 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.exercise import seeded_parameters
+from course.checking.forbidden import ATTENTION
 from course.checking.masks import case_mask
 from course.checking.modules import load_parameters
 from course.visible.s10_3.split_heads import TRANSPOSE_HINT
@@ -152,6 +153,7 @@ def _switched(outputs, **switch):
 
 
 class MultiHeadAttentionModule(Exercise):
+    forbidden = ATTENTION
     name = "MultiHeadAttention"
     reference_name = "nn.MultiheadAttention with the same weights"
     mistakes = {SPLIT: _switched(heads_outputs, split_transpose=False),

@@ -28,6 +28,7 @@ from course.checking import (
 )
 from course.checking.blocks import ATTENTION, expect_block_structure, torch_mask
 from course.checking.exercise import seeded_parameters
+from course.checking.forbidden import MULTIHEAD
 from course.checking.masks import case_mask
 from course.checking.modules import load_parameters
 from course.visible.s10_5.feed_forward import NO_ACTIVATION, UNKNOWN_ACTIVATION, FeedForwardModule, ffn_shapes
@@ -213,6 +214,7 @@ def _relu(case: Case, device):
 
 
 class TransformerBlockModule(Exercise):
+    forbidden = MULTIHEAD
     name = "TransformerBlock"
     reference_name = "nn.TransformerEncoderLayer with the same weights"
     mistakes = {

@@ -35,6 +35,7 @@ from course.checking.blocks import (
     torch_mask,
 )
 from course.checking.exercise import seeded_parameters
+from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
 
 HOW = ("Create, in this order, self_attn and cross_attn (two MultiHeadAttention(d_model, num_heads)), ffn (a "
@@ -271,6 +272,7 @@ def _when(test, run):
 
 
 class DecoderBlockModule(Exercise):
+    forbidden = ATTENTION | MULTIHEAD
     name = "DecoderBlock"
     reference_name = "nn.TransformerDecoderLayer with the same weights"
     mistakes = {

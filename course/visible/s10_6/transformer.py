@@ -35,6 +35,7 @@ from course.checking.blocks import (
     torch_mask,
 )
 from course.checking.exercise import seeded_parameters
+from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
 from course.visible.s10_6.decoder_block import lengths_mask
 
@@ -254,6 +255,7 @@ def expect_layout(model: nn.Module, case: Case) -> None:
 
 
 class TransformerModel(Exercise):
+    forbidden = ATTENTION | MULTIHEAD
     name = "Transformer"
     reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer with the same weights"
     mistakes = {NO_CAUSAL: _mistake(tgt_mask="none"), FUTURE_MASK: _mistake(tgt_mask="upper"),

@@ -36,6 +36,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
 
 HOW = ("GPT's submodules, created in this order: tok_embed (an nn.Embedding of vocab_size vectors of size "
@@ -258,6 +259,7 @@ def variant_outputs(case: Case, device, changes: dict):
 
 
 class GPTModel(Exercise):
+    forbidden = ATTENTION | MULTIHEAD
     name = "GPT"
     reference_name = AGAINST
     mistakes = {m: functools.partial(variant_outputs, changes=changes) for m, changes in MISTAKES.items()}

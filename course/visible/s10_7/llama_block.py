@@ -35,6 +35,7 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.blocks import rms_norm
+from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
 from course.visible.s10_7.swiglu import swiglu
 
@@ -262,6 +263,7 @@ FLOAT32_LEVEL = 1e-5
 
 
 class LlamaBlockModule(Exercise):
+    forbidden = ATTENTION | MULTIHEAD
     name = "LlamaBlock"
     reference_name = AGAINST
     mistakes = {m: partial(outputs, **switch) for m, switch in SWITCHES.items()}

@@ -22,6 +22,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import LOSSES, SOFTMAX
 
 SMOOTHING = ("PyTorch spreads e over the whole vocabulary, the target included: (1 - e) * (-log p_target) "
              "+ e * (the mean over all V words of -log p_v).")
@@ -158,6 +159,7 @@ def expect_finite(got, want, where: str) -> None:
 
 
 class LmLoss(Exercise):
+    forbidden = LOSSES | SOFTMAX
     name = "lm_loss"
     reference_name = "F.cross_entropy(ignore_index=pad_id, label_smoothing=...)"
     mistakes = {m: partial(loss_outputs, f) for m, f in VARIANTS.items()}

@@ -27,6 +27,7 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.blocks import rms_norm
+from course.checking.forbidden import RMS_NORM
 from course.checking.modules import load_parameters
 
 HOW = ("RMSNorm has exactly one parameter, weight, of shape (d_model,) and starting at ones (nn.RMSNorm's "
@@ -197,6 +198,7 @@ def expect_full_precision(got, want, where: str, variants) -> None:
 
 
 class RMSNormModule(Exercise):
+    forbidden = RMS_NORM
     name = "RMSNorm"
     reference_name = "nn.RMSNorm with the same weight"
     mistakes = {m: _variant(f) for m, f in VARIANTS.items()}

@@ -7,7 +7,9 @@ the learner's own code for things that have no business in an exercise.
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +42,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 FRAME = re.compile(r'File "?([^":,]+?\.py)"?(?:, line |:)\d+')
 
 #: Doors around the tripwires, in an exercise's solution cell: they find the reference by
-#: another name, or switch off what watches for it (grader.checks.tripwire).
+#: another name, or switch off what watches for it (course.checking.forbidden).
 DOORS = {
     r"\btorch\s*\.\s*ops\b": "calls PyTorch operators through torch.ops",
     r"\btorch\s*\.\s*_C\b": "reaches into torch._C",
@@ -52,10 +54,32 @@ DOORS = {
 }
 
 
+def code_only(source: str) -> str:
+    """``source`` with its comments dropped and every string literal emptied: what it runs, not
+    what it says. Source Python cannot tokenize (a cell magic) is kept whole."""
+    starts = [0]
+    for line in source.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    replaced = {tokenize.COMMENT: "", tokenize.STRING: '""'}
+    pieces, at = [], 0
+    for token in tokens:
+        if token.type in replaced:
+            begin, end = (starts[row - 1] + col for row, col in (token.start, token.end))
+            pieces += [source[at:begin], replaced[token.type]]
+            at = end
+    return "".join(pieces) + source[at:]
+
+
 def reference_calls(source: str, exercise: str) -> list[str]:
     """What an exercise's solution cell says it calls among the references it is graded
     against (by attribute name: ``F.softmax``, ``x.softmax``, ``torch._softmax``) and the
-    doors around the tripwires; the runtime tripwires see the calls, this sees the code."""
+    doors around the tripwires, read from its code (not its comments or strings); the runtime
+    tripwires see the calls, this sees the code."""
+    source = code_only(source)
     found = [what for pattern, what in DOORS.items() if re.search(pattern, source)]
     check = EXERCISES.get(exercise)
     names = {name.rsplit(".", 1)[-1].lstrip("_") for name in check.forbidden.functions} if check else ()

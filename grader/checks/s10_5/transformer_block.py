@@ -8,7 +8,6 @@ import torch
 from course.checking import Case
 from course.visible.s10_5.transformer_block import TransformerBlockModule, dims
 from grader.checks.exercise import Exercise, check_device_independence, registered
-from grader.checks.tripwire import MULTIHEAD
 
 CASES = [
     Case("post-norm, relu, no mask", 820, dims(2, 5, 12, 4, 20, "relu", False), kind="post-norm, no mask"),
@@ -31,7 +30,6 @@ CASES = [
 @registered
 class GradedTransformerBlock(TransformerBlockModule, Exercise):
     reference_name = "the PyTorch reference"
-    forbidden = MULTIHEAD
 
     def cases(self):
         return CASES

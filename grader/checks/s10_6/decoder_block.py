@@ -8,9 +8,7 @@ import torch
 
 from course.visible.s10_6.decoder_block import DecoderBlockModule, decoder_case
 from grader.checks.exercise import Exercise, check_device_independence, registered
-from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
-FORBIDDEN = ATTENTION | MULTIHEAD
 CASES = [
     decoder_case("post-norm, no masks", 720, "none", False),
     decoder_case("post-norm, causal target mask", 721, "causal", False),
@@ -32,7 +30,6 @@ CASES = [
 @registered
 class GradedDecoderBlock(DecoderBlockModule, Exercise):
     reference_name = "nn.TransformerDecoderLayer"
-    forbidden = FORBIDDEN
 
     def cases(self):
         return CASES

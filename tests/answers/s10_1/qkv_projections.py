@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from course.visible.s10_1.qkv_projections import SWAPPED
-from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, right
 
 EXERCISE = "qkv_projections"
 
@@ -64,7 +64,7 @@ def answers(solution):
         right("qkv_matmul_loop", qkv_matmul_loop),
         bug("qkv_swapped", qkv_swapped, hidden="W_q and W_k swapped", mistake=SWAPPED),
         bug("qkv_transposed", qkv_transposed, hidden="raised RuntimeError"),
-        bug("qkv_calls_linear", qkv_calls_linear, hidden="No credit.*linear", only=REFERENCE),
+        bug("qkv_calls_linear", qkv_calls_linear, hidden="No credit.*linear"),
         bug("qkv_list", qkv_list, hidden="should return a tuple"),
         bug("qkv_detached", qkv_detached, hidden="grad"),
         bug("qkv_fixed_device", qkv_fixed_device, hidden=ON_A_FIXED_DEVICE),

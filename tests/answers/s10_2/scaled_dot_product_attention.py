@@ -16,7 +16,7 @@ from course.visible.s10_2.scaled_dot_product_attention import (
     SCALE_N,
     SOFTMAX_QUERIES,
 )
-from tests.answers import REFERENCE, bug, right
+from tests.answers import bug, right
 from tests.answers.s10_2.softmax import softmax_logsumexp, softmax_naive
 
 EXERCISE = "scaled_dot_product_attention"
@@ -100,7 +100,7 @@ def answers(solution):
         bug("masked scores -1e4", attention(fill=-1e4), hidden="finite number", mistake=FILL_FINITE),
         bug("naive softmax", attention(softmax=softmax_naive), hidden="inf or NaN"),
         bug("calls F.scaled_dot_product_attention", attention_calls_reference,
-            hidden="No credit.*scaled_dot_product_attention", only=REFERENCE),
+            hidden="No credit.*scaled_dot_product_attention"),
         bug("fixed device", attention_fixed_device, hidden="fixed device|device"),
         bug("outputs swapped", attention_swapped_outputs, hidden="should have shape"),
         bug("scale by d_v", attention(scale=lambda Q, V: math.sqrt(V.shape[-1])), hidden="differs",

@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS
-from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "softmax"
 
@@ -72,8 +72,8 @@ def answers(solution):
         bug("softmax_last_axis", softmax_last_axis, hidden="last axis whatever dim", mistake=LAST_AXIS),
         bug("softmax_global_max", softmax_global_max, hidden=r"underflowed to 0.*each slice's own maximum"),
         bug("softmax_global", softmax_global, hidden="differs", mistake=GLOBAL),
-        bug("softmax_torch", softmax_torch, hidden="No credit.*torch.softmax", only=REFERENCE),
-        bug("softmax_method", softmax_method, hidden="No credit.*Tensor.softmax", only=REFERENCE),
+        bug("softmax_torch", softmax_torch, hidden="No credit.*torch.softmax"),
+        bug("softmax_method", softmax_method, hidden="No credit.*Tensor.softmax"),
         bug("softmax_no_keepdim", softmax_no_keepdim, hidden="raised RuntimeError|differs"),
         bug("softmax_dim1", softmax_dim1),
         bug("softmax_unsqueeze_last", softmax_unsqueeze_last),

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.visible.s10_3.multi_head_attention import D_MODEL, INVERTED, MERGE, NO_MASK, NO_W_O, SPLIT, VALUES
-from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "MultiHeadAttention"
 
@@ -129,7 +129,7 @@ def answers(solution):
         bug("bias always", variant(force_bias=True), hidden="should not have a bias"),
         bug("no ValueError", type("NoCheck", (LearnerMHA,), {}), hidden="should raise ValueError"),
         bug("calls F.scaled_dot_product_attention", CallsReference,
-            hidden="No credit.*scaled_dot_product_attention", only=REFERENCE),
+            hidden="No credit.*scaled_dot_product_attention"),
         bug("w_k is w_q (aliased)", Aliased),
         bug("keys from the query", KeysFromQuery),
         bug("values from the key", ValuesFromKey, mistake=VALUES),

@@ -19,7 +19,7 @@ from course.visible.s10_5.transformer_block import (
     PRE_NORMED_RESIDUAL,
     RELU,
 )
-from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 from tests.answers.s10_5 import given
 from tests.answers.s10_5.feed_forward import FFNBase, FFNNoActivation
 
@@ -249,8 +249,7 @@ def answers(solution):
         bug("BlockMaskInverted", BlockMaskInverted, hidden="mask inverted", mistake=MASK_INVERTED),
         bug("BlockMaskIgnored", BlockMaskIgnored, hidden="mask not passed", mistake=MASK_IGNORED),
         bug("BlockNoResidual", BlockNoResidual, hidden="missing residual", mistake=NO_RESIDUAL),
-        bug("BlockTorchInside", BlockTorchInside, hidden="No credit.*multi_head_attention_forward",
-            only=REFERENCE),
+        bug("BlockTorchInside", BlockTorchInside, hidden="No credit.*multi_head_attention_forward"),
         bug("BlockEps", BlockEps, hidden="eps=1e-06.*default eps=1e-5"),
         bug("BlockNoValueError", BlockNoValueError, hidden="should raise ValueError for activation='tanh'"),
         bug("BlockDropoutAlwaysOn", BlockDropoutAlwaysOn, hidden=r"eval\(\) mode"),

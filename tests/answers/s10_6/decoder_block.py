@@ -22,7 +22,7 @@ from course.visible.s10_6.decoder_block import (
     NORM_MEMORY,
     RELU,
 )
-from tests.answers import ON_A_FIXED_DEVICE, REFERENCE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 from tests.answers.s10_6 import given
 
 EXERCISE = "DecoderBlock"
@@ -302,8 +302,7 @@ def answers(solution):
             mistake=ALWAYS_PRE),
         bug("masks swapped", DecoderMasksSwapped, hidden=r"raised RuntimeError|differs"),
         bug("nn.MultiheadAttention core", DecoderTorchAttention,
-            hidden=r"No credit.*multi_head_attention_forward",
-            only=REFERENCE),
+            hidden=r"No credit.*multi_head_attention_forward"),
         bug("dropout in eval", DecoderAlwaysDropout, hidden=r"dropout=0\.1 in eval"),
         bug("cross_attn is self_attn (aliased)", SharedAttention),
         bug("activation ignored", ActivationIgnored, mistake=RELU),

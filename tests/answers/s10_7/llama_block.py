@@ -14,7 +14,7 @@ from course.visible.s10_7.llama_block import (
     ROTARY_ON_V,
     ROTARY_WHOLE,
 )
-from tests.answers import REFERENCE, bug, on_a_fixed_device, right
+from tests.answers import bug, on_a_fixed_device, right
 from tests.answers.s10_7.rms_norm import Float32Inside, LayerNormLike
 
 EXERCISE = "LlamaBlock"
@@ -164,6 +164,6 @@ def answers(solution):
             hidden="float64.*float32 rounding", mistake=FLOAT32_INSIDE),
         bug("projections with biases", c["WithBias"], hidden="wrong parameters"),
         bug("calls F.scaled_dot_product_attention", c["CallsReference"],
-            hidden="No credit.*scaled_dot_product", only=REFERENCE),
+            hidden="No credit.*scaled_dot_product"),
         bug("output on a fixed device", on_a_fixed_device(c["Written"]), hidden="without a device"),
     ]

@@ -13,7 +13,7 @@ from course.visible.s10_7.lm_loss import (
     SMOOTHING_OTHER_WORDS,
     SMOOTHING_SUMMED,
 )
-from tests.answers import REFERENCE, bug, right
+from tests.answers import bug, right
 
 EXERCISE = "lm_loss"
 
@@ -174,9 +174,9 @@ def answers(solution):
         bug("no log-sum-exp", no_logsumexp, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("log-sum-exp without the shift", logsumexp_unshifted, hidden="log-sum-exp", mistake=NO_LOGSUMEXP),
         bug("0 when all padded", count_clamped, hidden="should be nan"),
-        bug("calls F.cross_entropy", calls_cross_entropy, hidden="No credit.*cross_entropy", only=REFERENCE),
-        bug("calls torch.log_softmax", calls_log_softmax, hidden="No credit.*log_softmax", only=REFERENCE),
-        bug("calls F.nll_loss", calls_nll_loss, hidden="No credit.*nll_loss", only=REFERENCE),
+        bug("calls F.cross_entropy", calls_cross_entropy, hidden="No credit.*cross_entropy"),
+        bug("calls torch.log_softmax", calls_log_softmax, hidden="No credit.*log_softmax"),
+        bug("calls F.nll_loss", calls_nll_loss, hidden="No credit.*nll_loss"),
         bug("returns a float", as_float, hidden="should be a torch.Tensor"),
         bug("logits detached", detached, hidden="no gradient"),
         bug("weights on a fixed device", fixed_device_weights, hidden="without a device"),

@@ -14,7 +14,7 @@ from course.visible.s10_7.rms_norm import (
     NO_WEIGHT,
     SUM_SQUARES,
 )
-from tests.answers import REFERENCE, bug, right
+from tests.answers import bug, right
 
 EXERCISE = "RMSNorm"
 
@@ -142,7 +142,7 @@ def answers(solution):
         bug("sum of squares", SumOfSquares, mistake=SUM_SQUARES),
         bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
         bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
-        bug("calls F.rms_norm", CallsRmsNorm, hidden="No credit.*rms_norm", only=REFERENCE),
+        bug("calls F.rms_norm", CallsRmsNorm, hidden="No credit.*rms_norm"),
         bug("with a bias", WithBias, hidden="bias"),
         bug("weight starts random", RandomStart, hidden="start as ones"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),

@@ -1,7 +1,8 @@
 """No credit for calling the reference: tripwires at the Python and at the operator level.
 
 Inside an exercise, learner code must not call the PyTorch function it is graded against.
-While a check runs learner code, two tripwires watch it:
+Both sides call learner code through :func:`call_guarded` (:meth:`course.checking.Exercise.call`),
+so the visible check refuses such a call with the words grading uses. Two tripwires watch it:
 
 * a ``TorchFunctionMode`` sees every torch function called from Python, by its public name
   (``torch.softmax``, ``F.scaled_dot_product_attention``), the private ones
@@ -33,8 +34,8 @@ from pathlib import Path
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from course import checking
-from course.checking.failure import is_learner_file
+from course.checking.failure import CheckFailure, is_learner_file
+from course.checking.learner import call_learner
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,7 @@ def watching(forbidden: Forbidden) -> Iterator[set[str]]:
 
 #: The shipped checking code (the toolkit and the visible checks): it holds references, so an
 #: answer that calls one of its functions calls the reference it is graded against.
-SHIPPED_CHECKS = tuple(str(Path(checking.__file__).resolve().parents[1] / part)
+SHIPPED_CHECKS = tuple(str(Path(__file__).resolve().parents[1] / part)
                        for part in ("checking", "visible"))
 
 
@@ -245,6 +246,50 @@ LOSSES = forbid(
      "aten.nll_loss_forward", "aten.nll_loss2d_forward"},
     {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"})
 
-#: 10.7's RMSNorm: nn.RMSNorm and the function behind it.
+#: Every normalisation kernel: an RMSNorm is one of any of them (a LayerNorm, or a GroupNorm of one
+#: group, of [x, -x] has mean 0 and the mean square of x as its variance).
+NORM_KERNELS = Family("a normalisation of PyTorch's",
+                      ("layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm",
+                       "local_response_norm"))
+
+#: 10.7's RMSNorm: nn.RMSNorm, the function behind it, and every other normalisation.
 RMS_NORM = forbid({"torch.nn.functional.rms_norm", "torch.rms_norm", "aten.rms_norm", "aten._fused_rms_norm"},
-                  {"aten._fused_rms_norm": "nn.RMSNorm"})
+                  {"aten._fused_rms_norm": "nn.RMSNorm"}, (NORM_KERNELS,))
+
+
+# ---------------------------------------------------------------- calling learner code, guarded
+
+
+class ForbiddenCall(CheckFailure):
+    """Learner code called the reference it is graded against."""
+
+    def __init__(self, message: str, hits: set[str]):
+        super().__init__(message)
+        self.hits = hits
+
+
+def forbidden_call_message(exercise: str, hits: set[str]) -> str:
+    plain = {hit for hit in hits if "operator" not in hit}  # named by the function, if seen
+    names = ", ".join(sorted(plain or hits))
+    return (
+        f"No credit for {exercise}: it calls {names}, the PyTorch function it is graded "
+        "against. Write it from tensor primitives (matmul, exp, sum, masked_fill, ...)."
+    )
+
+
+def shipped_call_message(exercise: str, hits: set[str]) -> str:
+    return (f"No credit for {exercise}: it calls {', '.join(sorted(hits))}, the course's own checking code, "
+            "which holds the reference it is graded against. Write it yourself.")
+
+
+def call_guarded(exercise: str, forbidden: Forbidden, where: str, fn, *args, **kwargs):
+    """Call learner code under the tripwires: its exceptions become CheckFailures
+    (:func:`~course.checking.learner.call_learner`), a call to the reference (PyTorch's, or the
+    shipped checking code's) a :class:`ForbiddenCall`, worded here for both sides."""
+    with watching(forbidden) as hits, watching_shipped_checks() as shipped:
+        result = call_learner(exercise, where, fn, *args, **kwargs)
+    if shipped:
+        raise ForbiddenCall(shipped_call_message(exercise, shipped), shipped)
+    if hits:
+        raise ForbiddenCall(forbidden_call_message(exercise, hits), hits)
+    return result
