@@ -105,6 +105,31 @@ def test_leak_detector_catches_a_planted_solution(release, tmp_path):
     assert any("solution line" in leak for leak in leaks), leaks
 
 
+def test_leak_detector_compares_code_not_strings(release, tmp_path):
+    """An answer line copied into a shipped visible module's code is caught, whatever its comment;
+    the same line quoted in another section's hint string, or in a comment, is no code and passes."""
+    answer = "inverse_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)"
+    assert answer in bundle.solution_lines(next(SOLUTIONS.glob("10.7*/*.ipynb")), bundle.DISTINCTIVE)
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    hinted = copy / "course" / "visible" / "s10_5" / "feed_forward.py"
+    hinted.write_text(hinted.read_text() + f"\nHINT = ({answer!r}\n        'is not how')  # {answer}\n")
+    assert bundle.find_leaks(copy, SOLUTIONS) == []
+    module = copy / "course" / "visible" / "s10_7" / "rms_norm.py"
+    module.write_text(module.read_text() + f"\n\ndef planted(x, self):\n    {answer}  # a new comment\n")
+    assert bundle.find_leaks(copy, SOLUTIONS) == [
+        f"course/visible/s10_7/rms_norm.py: solution line {answer!r}"]
+
+
+def test_code_lines_leave_out_strings_comments_and_docstrings():
+    """Only code counts: a docstring, a comment, the inside of a string are no line of code."""
+    source = ('"""x = f(y)"""\ndef g(y):\n    """x = f(y)"""\n    x = f(y)  # x = f(y)\n'
+              '    return ("x = f(y) "\n            "x = f(y)")\n%time g(1)\n')
+    assert bundle.code_lines(source) == {2: "def g(y):", 4: "x = f(y)", 5: 'return ("x = f(y) "',
+                                          6: '"x = f(y)")', 7: "pass"}
+    assert bundle.line_key("x=f( y )  # no") == bundle.line_key("x = f(y)") == "x = f ( y )"
+
+
 def test_leak_detector_catches_a_given_cell_repeating_a_later_answer(release, tmp_path):
     """Would a given cell of 10.7 that repeats two lines of 10.8's sample answer be caught, though
     10.8 is released too (given code may carry earlier answers only)?"""

@@ -130,7 +130,7 @@ def _from_weights(weights_of):
     """A wrong attention whose weights are ``weights_of(Q, K, mask)``."""
     def attend(Q, K, V, mask):
         weights = weights_of(Q, K, mask)
-        return weights @ V, weights
+        return torch.matmul(weights, V), weights  # the wrong weights applied to V
     return attend
 
 

@@ -74,7 +74,7 @@ def untied_probs(logits, temperature=1.0, top_k=None, top_p=None):
     check rejects that), and ``probs.topk`` raises for a ``top_k`` above V."""
     if temperature == 0:
         return torch.zeros_like(logits).scatter(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
-    probs = torch.softmax(logits / temperature, dim=-1)  # (B, V)
+    probs = (logits / temperature).softmax(dim=-1)  # (B, V)
     if top_k is not None:
         probs = probs * (probs >= probs.topk(top_k, dim=-1).values[:, -1:])
         probs = probs / probs.sum(-1, keepdim=True)
