@@ -30,7 +30,8 @@ GLOBAL = Mistake("global", "one softmax over all the entries of x",
                  "over the whole tensor. Look at the maximum and the sum.")
 OTHER_DTYPE = Mistake("other_dtype", "a softmax computed in another dtype than that of x and returned in it "
                       "(float64 for float32 logits, say)",
-                      "softmax returns the dtype of x: compute in it, or cast the result back with .to(x.dtype).")
+                      "softmax returns the dtype of x: compute in it, or cast the result back with "
+                      ".to(x.dtype).")
 
 CASES = [  # params: the shape of the logits, dim, and the scale of large logits
     Case("1-D, 7 logits", 20, {"shape": (7,), "dim": -1}, kind="1-D"),
