@@ -29,6 +29,10 @@ FIRST_AXIS = Mistake("first_axis", "a softmax over the first axis (dim=0)", DIM_
 GLOBAL = Mistake("global", "one softmax over all the entries of x",
                  "Each slice along dim must sum to 1 on its own: a reduction without an axis runs "
                  "over the whole tensor. Look at the maximum and the sum.")
+OTHER_DTYPE = Mistake("other_dtype", "a softmax computed in another dtype than that of x and returned in it "
+                      "(float64 for float32 logits, say)",
+                      "softmax returns the dtype of x: compute in it, or cast the result back with "
+                      ".to(x.dtype).")
 
 CASES = [  # params: the shape of the logits, dim, and the scale of large logits
     Case("1-D, 7 logits", 20, {"shape": (7,), "dim": -1}, kind="1-D"),
@@ -82,7 +86,11 @@ class Softmax(Exercise):
 
     def run(self, impl, case, device):
         def learner(x, dim):
-            return expect_tensor(self.call(case, impl, x, dim=dim), "softmax's result", case)
+            out = expect_tensor(self.call(case, impl, x, dim=dim), "softmax's result", case)
+            if out.dtype != x.dtype:
+                raise CheckFailure(f"softmax returns {out.dtype} for x of {x.dtype} in {case}.\n"
+                                   f"{OTHER_DTYPE.sentence()}", OTHER_DTYPE)
+            return out
 
         return softmax_of(learner, case, device)
 

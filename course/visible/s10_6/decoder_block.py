@@ -83,6 +83,11 @@ FFN_NO_DROPOUT = Mistake(
     "ffn_no_dropout", "a FeedForward built without the block's dropout",
     "FeedForward takes the block's dropout too: nn.TransformerDecoderLayer also drops inside its "
     "feed-forward network, after the activation.")
+UNSCALED_DROPOUT = Mistake(
+    "unscaled_dropout", "a dropout that zeroes entries but leaves the kept ones unscaled (no division by "
+    "1 - p)",
+    "In train() mode dropout keeps each entry with probability 1 - p and divides what it keeps by 1 - p, so "
+    "that the expected sum is the same as in eval() mode: nn.Dropout and F.dropout do both.")
 CREATION_ORDER = Mistake(
     "creation_order", "submodules created in another order than the contract's",
     "The order in which __init__ creates the submodules fixes the random numbers each one starts with "
@@ -105,7 +110,9 @@ def decoder_case(name: str, seed: int, mask: str, memory_mask: bool, dtype=torch
     """A case: the target mask ("none", "causal", "causal+padding"), source padding or not, the options,
     train() mode or eval(); its kind: pre- or post-norm and the masks, or dropout (in eval() mode, or
     dropout=1.0 in train() mode, which drops every sublayer's output: the one deterministic dropout)."""
-    if train:
+    if train and dropout < 1:
+        kind = "dropout between 0 and 1 in train() mode"
+    elif train:
         kind = f"{'pre' if norm_first else 'post'}-norm, dropout=1.0 in train() mode"
     else:
         kind = "dropout in eval() mode" if dropout else \
@@ -126,7 +133,9 @@ CASES = [
     decoder_case("post-norm, dropout=1.0 in train() mode", 107, "causal", True, dropout=1.0, train=True),
     decoder_case("pre-norm, gelu, dropout=1.0 in train() mode", 108, "causal", True, norm_first=True,
                  activation="gelu", dropout=1.0, train=True),
+    decoder_case("post-norm, dropout=0.25 in train() mode", 109, "causal", True, dropout=0.25, train=True),
 ]
+SCALE = "the scale of what each sublayer's dropout keeps"  # 1 / (1 - p): the one deterministic measure
 FFN_PROBE = "self.ffn's output in train() mode"  # the output that shows FeedForward's own dropout
 
 
@@ -266,6 +275,46 @@ def rearranged_outputs(case: Case, device, *, cross_from="memory", norm3="norm3"
     return {**out, **probe}
 
 
+def dropping(params) -> bool:
+    """A case in train() mode with 0 < dropout < 1: random masks, so only the scale of the kept entries is
+    compared."""
+    return params["train"] and 0 < params["dropout"] < 1
+
+
+def kept_scale(block: nn.Module, call, x: torch.Tensor, norm_first: bool) -> torch.Tensor:
+    """What the residual stream gained from each sublayer over what that sublayer returned, at the entries
+    dropout kept (the median, a 0-d float64 tensor): 1 / (1 - p) for nn.Dropout."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name, value):
+        value = value[0] if isinstance(value, tuple) else value
+        seen.setdefault(name, value.detach().double())
+
+    hooks = [getattr(block, n).register_forward_hook(lambda m, a, out, n=n: keep(n, out))
+             for n in ("self_attn", "cross_attn", "ffn", *NORMS)]
+    hooks += [getattr(block, n).register_forward_pre_hook(lambda m, a, n=n: keep(f"{n} in", a[0]))
+              for n in NORMS]
+    try:
+        out = call().detach().double()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    ins = [seen.get(f"{n} in") for n in NORMS]  # the stream each norm reads
+    if norm_first:  # x = x + drop(sublayer(norm(x))): the stream between one norm's input and the next
+        before, after = ins, [*ins[1:], out]
+    else:  # x = norm(x + drop(sublayer(x))): from the last norm's output (x first) to the next norm's input
+        before, after = [x.detach().double(), seen.get("norm1"), seen.get("norm2")], ins
+    ratios = []
+    for sub, start, end in zip((seen.get(n) for n in ("self_attn", "cross_attn", "ffn")), before, after):
+        if sub is None or start is None or end is None or sub.shape != start.shape:
+            return torch.tensor(float("nan"), dtype=torch.float64)
+        gained = end - start
+        kept = (gained.abs() > 1e-9) & (sub.abs() > 1e-3)
+        ratios.append(gained[kept] / sub[kept])
+    ratios = torch.cat(ratios)
+    return ratios.median() if ratios.numel() else torch.tensor(float("nan"), dtype=torch.float64)
+
+
 def _when(test, run):
     """A mistake that exists only on cases where ``test(params)`` holds (elsewhere it says nothing)."""
     return lambda case, device: run(case, device) if test(case.params) else {}
@@ -290,6 +339,8 @@ class DecoderBlockModule(Exercise):
         DROPOUT_AFTER_RESIDUAL: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="after")),
         DROPOUT_ON_INPUT: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="input")),
         FFN_NO_DROPOUT: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="not in ffn")),
+        UNSCALED_DROPOUT: _when(dropping, lambda case, device: {SCALE: torch.tensor(1.0, dtype=torch.float64,
+                                                                                     device=device)}),
     }
     visible_cases = CASES
 
@@ -302,6 +353,13 @@ class DecoderBlockModule(Exercise):
         block.to(device).train(case.params["train"])
         x, memory, tgt_mask, memory_mask, p = inputs(case, device)
         params = load_parameters(block, p, self.name, HOW)
+        if dropping(case.params):
+            def forward():
+                out = self.call(case, block, x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask)
+                return expect_tensor(out, "DecoderBlock's output", case)
+
+            with torch.no_grad():
+                return {SCALE: kept_scale(block, forward, x, case.params["norm_first"]).to(device)}
 
         def call():
             try:
@@ -324,11 +382,13 @@ class DecoderBlockModule(Exercise):
         return out
 
     def reference(self, case, device):
+        if dropping(case.params):
+            return {SCALE: torch.tensor(1 / (1 - case.params["dropout"]), dtype=torch.float64, device=device)}
         return torch_outputs(case, device, grads=True)
 
     def evaluate(self, case, got, device):
         want = (DIMS[0], DIMS[1], DIMS[3])
-        if tuple(got["output"].shape) != want:
+        if "output" in got and tuple(got["output"].shape) != want:
             raise CheckFailure(
                 f"DecoderBlock's output should have the shape of x, {want} = (B, n_tgt, d_model), "
                 f"in {case}, but has {tuple(got['output'].shape)}. {SHAPE_HINT}")
@@ -351,7 +411,9 @@ class DecoderBlockModule(Exercise):
 def check_DecoderBlock(DecoderBlock) -> None:
     """Against nn.TransformerDecoderLayer with the same weights: post- and pre-norm, every mask, gelu,
     dropout off in eval() mode and, at dropout=1.0 in train() mode, where it acts (each sublayer's output
-    and FeedForward's hidden layer), gradients of the inputs and of every parameter, the order of creation."""
+    and FeedForward's hidden layer), at dropout=0.25 that what it keeps is scaled by 1 / (1 - p), gradients of
+    the inputs and of every parameter, the order of creation."""
     DecoderBlockModule().run_cases(DecoderBlock)
     passed("DecoderBlock matches nn.TransformerDecoderLayer: post- and pre-norm, both masks, gelu, dropout "
-           "(off in eval() mode, and where it acts in train() mode), its submodules in the contract's order.")
+           "(off in eval() mode, and where it acts and how it scales in train() mode), its submodules in the "
+           "contract's order.")

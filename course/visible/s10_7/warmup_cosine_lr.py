@@ -65,7 +65,7 @@ CASES = [
     schedule_case("min_lr given as the int 0", 1.0, 2, 5, 0, 7),
     schedule_case("no warm-up, total 7, min_lr left at its default", 0.2, 0, 7, None, 10),
     schedule_case("no warm-up, min_lr the int 0", 0.4, 0, 5, 0, 7),
-    schedule_case("warm-up 5 = total 5 (no decay), min_lr 0.1", 1.0, 5, 5, 0.1, 5),
+    schedule_case("warm-up 5 = total 5 (no decay), min_lr 0.1, to step 7", 1.0, 5, 5, 0.1, 8),
 ]
 #: The switches of :func:`expected_schedule` that reproduce each mistake.
 SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_ONE_LONG: {"warm_extra": 1},

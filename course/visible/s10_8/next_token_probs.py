@@ -59,6 +59,11 @@ NOT_RENORMALISED = Mistake("not_renormalised", "the kept probabilities not renor
 ZERO_TEMPERATURE = Mistake("zero_temperature_divided", "temperature 0 divided by (logits / 0 gives inf and "
                            "NaN)", "Treat temperature 0 first, before any division: all the mass on the "
                                    "largest logit.")
+ZERO_AS_ONE = Mistake(
+    "zero_temperature_ignored", "temperature 0 left out: no division, and no greedy branch either (litgpt's "
+    "sample skips the division when the temperature is 0), so the softmax of the logits as they are",
+    "Treat temperature 0 first: all the mass on the largest logit (the lowest index among ties), top_k and "
+    "top_p ignored.")
 GREEDY_TIES_SPLIT = Mistake("greedy_ties_split", "temperature 0 sharing the mass among tied largest logits",
                             "At temperature 0 all the mass goes to one token, the lowest index among ties "
                             "(the one argmax picks).")
@@ -68,7 +73,7 @@ ROWS = [[2.0, 1.0, 1.0, 0.5, 3.0, -1.0, 1.0, 0.0],  # three tokens tied at 1.0
         [1.0, -0.5, 0.2, 2.2, 0.2, 0.2, -1.5, 0.9]]  # three tokens tied at 0.2
 CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
     ("temperature 1, no filter, rows (3, V)", (3,), 1.0, None, None, torch.float32),
-    ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.5, torch.float32),
+    ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.9, torch.float32),
     ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,), float64", (), 0.7, 3, None,
      torch.float64),
     ("temperature 1.7, top_p=0.65 (ties across p), rows (3, V)", (3,), 1.7, None, 0.65, torch.float32),
@@ -79,7 +84,7 @@ CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
 ]
 MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K, TOP_K_TIES_SPLIT,
             TOP_P_TIES_SPLIT, TOP_P_TIES_SPLIT_ASCENDING, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED,
-            GREEDY_TIES_SPLIT)
+            ZERO_AS_ONE, GREEDY_TIES_SPLIT)
 
 
 def case_logits(lead, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -173,6 +178,11 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
         'reference': [
             0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'zero_temperature_ignored': [
+            0.207386262834, 0.0762931424779, 0.0762931424779, 0.0, 0.563734309733, 0.0,
+            0.0762931424779, 0.0, 0.0, 0.422318798252, 0.422318798252, 0.155362403497, 0.0, 0.0,
+            0.0, 0.0, 0.191389232284, 0.0, 0.0, 0.635434628936, 0.0, 0.0, 0.0, 0.17317613878
         ],
         'greedy_ties_split': [
             0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,

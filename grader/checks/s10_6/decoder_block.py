@@ -24,6 +24,8 @@ CASES = [
                  activation="gelu", dropout=1.0, train=True),
     decoder_case("pre-norm, dropout=1.0 in train() mode, float32", 719, "causal", True, torch.float32,
                  norm_first=True, dropout=1.0, train=True),
+    decoder_case("pre-norm, gelu, dropout=0.4 in train() mode", 718, "causal+padding", True, norm_first=True,
+                 activation="gelu", dropout=0.4, train=True),
 ]
 
 

@@ -20,6 +20,7 @@ from course.visible.s10_8.next_token_probs import (
     TOP_P_DROPS_CROSSING,
     TOP_P_TIES_SPLIT,
     TOP_P_TIES_SPLIT_ASCENDING,
+    ZERO_AS_ONE,
     NextTokenProbs,
     logits_of,
     options_of,
@@ -61,8 +62,11 @@ def _top_p(probs, p, kind="ok"):
 
 
 def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="ok", p_kind="ok",
-                   p_first=False, times=False, renormalise=True, greedy_split=False, filter_at=None):
+                   p_first=False, times=False, renormalise=True, greedy_split=False, filter_at=None,
+                   zero_as_one=False):
     """The contract's probabilities; the keywords switch on known mistakes."""
+    if temperature == 0 and zero_as_one:
+        temperature = 1.0
     if temperature == 0:
         if greedy_split:
             return _renormalised(torch.ones_like(logits), logits == logits.amax(-1, keepdim=True))
@@ -84,7 +88,8 @@ VARIANTS = {
     TOP_P_BEFORE_TOP_K: {"p_first": True}, TOP_K_TIES_SPLIT: {"k_kind": "topk indices"},
     TOP_P_TIES_SPLIT: {"p_kind": "sorted"}, TOP_P_TIES_SPLIT_ASCENDING: {"p_kind": "ascending"},
     TEMPERATURE_MULTIPLIED: {"times": True},
-    NOT_RENORMALISED: {"renormalise": False}, GREEDY_TIES_SPLIT: {"greedy_split": True},
+    NOT_RENORMALISED: {"renormalise": False}, ZERO_AS_ONE: {"zero_as_one": True},
+    GREEDY_TIES_SPLIT: {"greedy_split": True},
 }
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS
+from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS, OTHER_DTYPE
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "softmax"
@@ -63,11 +63,26 @@ def softmax_unsqueeze_last(x, dim=-1):
     return e / e.sum(dim).unsqueeze(-1)
 
 
+def softmax_in_float64(x, dim=-1):
+    """Computed in float64 for accuracy, and returned so: float32 logits give float64 probabilities."""
+    x = x.double()
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True)
+
+
+def softmax_float64_cast_back(x, dim=-1):
+    """Computed in float64, cast back to the dtype of x: right."""
+    return softmax_in_float64(x, dim).to(x.dtype)
+
+
 def answers(solution):
     return [
         right("solution", solution["softmax"]),
         right("softmax_logsumexp", softmax_logsumexp),
         right("softmax_max_values", softmax_max_values),
+        right("computed in float64, cast back", softmax_float64_cast_back),
+        bug("computed and returned in float64", softmax_in_float64, hidden="returns torch.float64 for x of "
+            "torch.float32", mistake=OTHER_DTYPE),
         bug("softmax_naive", softmax_naive, hidden="inf or NaN.*subtract the maximum"),
         bug("softmax_last_axis", softmax_last_axis, hidden="last axis whatever dim", mistake=LAST_AXIS),
         bug("softmax_global_max", softmax_global_max, hidden=r"underflowed to 0.*each slice's own maximum"),

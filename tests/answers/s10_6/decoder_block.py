@@ -21,6 +21,7 @@ from course.visible.s10_6.decoder_block import (
     NORM2_TWICE,
     NORM_MEMORY,
     RELU,
+    UNSCALED_DROPOUT,
 )
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 from tests.answers.s10_6 import given
@@ -278,6 +279,18 @@ class DecoderCrossFirst(DecoderBase):
         self.norm_first = norm_first
 
 
+class DecoderUnscaledDropout(DecoderBase):
+    """Dropout written by hand: entries zeroed with probability p, the kept ones not divided by 1 - p."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, activation, norm_first)
+        del self.drop
+        self.p, self.drop = dropout, self.unscaled
+
+    def unscaled(self, t):
+        return t * (torch.rand_like(t) >= self.p) if self.training else t
+
+
 def answers(solution):
     given(globals(), solution)
     return [
@@ -314,6 +327,8 @@ def answers(solution):
             mistake=DROPOUT_ON_INPUT),
         bug("FeedForward without dropout", DecoderFFNWithoutDropout, hidden=r"self\.ffn's output in train",
             mistake=FFN_NO_DROPOUT),
+        bug("dropout written by hand, unscaled", DecoderUnscaledDropout, hidden=r"dropout=0\.\d+ in train",
+            mistake=UNSCALED_DROPOUT),
         bug("norms created first", DecoderNormsFirst, hidden=r"order norm1, norm2, norm3, self_attn",
             mistake=CREATION_ORDER),
         bug("cross_attn created before self_attn", DecoderCrossFirst, hidden=r"order cross_attn, self_attn",

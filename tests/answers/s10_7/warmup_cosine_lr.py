@@ -23,6 +23,16 @@ def lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
     """The decay's progress clamped to 1: the floor falls out of the cosine."""
     if step < warmup_steps:
         return (step + 1) / warmup_steps * peak_lr
+    progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps)) if total_steps > warmup_steps \
+        else 1.0
+    return min_lr + (peak_lr - min_lr) * (math.cos(math.pi * progress) + 1) / 2
+
+
+def lr_clamped_max_1(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """The decay's length taken as at least 1: at step total_steps = warmup_steps the progress is 0, the
+    peak, where the floor is due."""
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps * peak_lr
     progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
     return min_lr + (peak_lr - min_lr) * (math.cos(math.pi * progress) + 1) / 2
 
@@ -104,7 +114,8 @@ def min_lr_as_given(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
 
 def get_lr(it, max_lr, warmup_steps, max_steps, min_lr=0.0):
     """Karpathy's build-nanogpt get_lr as published (its globals made arguments): min_lr returned as
-    given, the int 0 too, past the last step."""
+    given, the int 0 too, past the last step; at step max_steps it divides by max_steps - warmup_steps,
+    0 / 0 when the warm-up fills the schedule (LambdaLR asks for that step after the last update)."""
     # 1) linear warmup for warmup_iters steps
     if it < warmup_steps:
         return max_lr * (it+1) / warmup_steps
@@ -116,6 +127,13 @@ def get_lr(it, max_lr, warmup_steps, max_steps, min_lr=0.0):
     assert 0 <= decay_ratio <= 1
     coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio)) # coeff starts at 1 and goes to 0
     return min_lr + coeff * (max_lr - min_lr)
+
+
+def get_lr_floor_from_total(it, max_lr, warmup_steps, max_steps, min_lr=0.0):
+    """build-nanogpt's get_lr with the floor from max_steps on (it >= max_steps): right everywhere."""
+    if it >= max_steps:
+        return min_lr
+    return get_lr(it, max_lr, warmup_steps, max_steps, min_lr)
 
 
 def progress_first(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
@@ -132,15 +150,19 @@ def answers(solution):
         right("lr_clamped", lr_clamped),
         right("lr_numpy", lr_numpy),
         right("min_lr returned as given (an int)", min_lr_as_given),
-        right("build-nanogpt's get_lr", get_lr),
+        right("build-nanogpt's get_lr, the floor from max_steps on", get_lr_floor_from_total),
         bug("warm-up from 0", warmup_from_zero, hidden="differs", mistake=WARMUP_FROM_ZERO),
         bug("warm-up one step long", warmup_one_long, mistake=WARMUP_ONE_LONG),
         bug("cosine to 0", cosine_to_zero, mistake=COSINE_TO_ZERO),
         bug("cosine over total_steps", cosine_over_total, mistake=COSINE_OVER_TOTAL),
         bug("decay ends a step early", decay_one_short, mistake=DECAY_ONE_SHORT),
         bug("no floor after total_steps", no_floor, mistake=NO_FLOOR),
+        bug("progress over max(1, decay length): the peak at step total = warm-up", lr_clamped_max_1,
+            hidden="differs"),
         bug("returns a tensor", lr_tensor, hidden=r"a real number \(int or float\), not a tensor"),
         bug("decay's progress before the warm-up test", progress_first, hidden="ZeroDivisionError",
             mistake=NO_DECAY_DIVIDES),
+        bug("build-nanogpt's get_lr as published (0 / 0 at step total = warm-up)", get_lr,
+            hidden="ZeroDivisionError", mistake=NO_DECAY_DIVIDES),
         bug("divides by warmup_steps=0", lr_warmup_ratio, hidden="ZeroDivisionError"),
     ]

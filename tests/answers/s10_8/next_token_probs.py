@@ -12,6 +12,7 @@ from course.visible.s10_8.next_token_probs import (
     TOP_P_DROPS_CROSSING,
     TOP_P_TIES_SPLIT,
     TOP_P_TIES_SPLIT_ASCENDING,
+    ZERO_AS_ONE,
     ZERO_TEMPERATURE,
 )
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
@@ -56,13 +57,15 @@ def _renorm(probs, keep, renormalise=True):
 
 def make(*, k_split=False, k_clamp=True, p_kind="ok", p_first=False, times=False, renormalise=True,
          greedy_split=False,
-         choose_at_one=False, no_greedy=False):
+         choose_at_one=False, no_greedy=False, skip_zero=False):
     def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
         if temperature == 0 and not no_greedy:
             if greedy_split:
                 ties = logits == logits.amax(-1, keepdim=True)
                 return ties.to(logits.dtype) / ties.sum(-1, keepdim=True)
             return _greedy(logits)
+        if skip_zero and temperature == 0:  # litgpt's sample: divide only by a temperature above 0
+            temperature = 1.0
         probs = torch.softmax(logits * temperature if times else logits / temperature, dim=-1)
         chooser = torch.softmax(logits, dim=-1) if choose_at_one else probs
         steps = [("p", top_p), ("k", top_k)] if p_first else [("k", top_k), ("p", top_p)]
@@ -125,6 +128,8 @@ def answers(solution):
         bug("greedy shares ties", make(greedy_split=True), mistake=GREEDY_TIES_SPLIT),
         bug("temperature 0 divides by zero", make(no_greedy=True), hidden="inf or NaN at temperature 0",
             mistake=ZERO_TEMPERATURE),
+        bug("no temperature-0 branch, no division by 0 (litgpt's)", make(no_greedy=True, skip_zero=True),
+            hidden="differs", mistake=ZERO_AS_ONE),
         bug("always float32", always_float32, hidden="keep the logits' dtype"),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["next_token_probs"]),
             hidden=ON_A_FIXED_DEVICE),
