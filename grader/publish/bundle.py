@@ -424,7 +424,7 @@ def code_lines(source: str) -> dict[int, str]:
     return {row: lines[row - 1][col: comments.get(row)].strip() for row, col in sorted(rows.items())}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def line_key(line: str) -> str:
     """How a line of code is compared: its tokens joined by one space (comments left out)."""
     words = []
