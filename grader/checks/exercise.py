@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from course import checking
-from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' names for them
+from course.checking.devices import check_unplaced_tensors, is_device_mismatch  # noqa: F401 - the checks' names
 from course.checking.exercise import seeded_parameters  # noqa: F401
 from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
@@ -72,7 +72,22 @@ class Exercise(checking.Exercise):
             self.evaluate(case, got, device)
             record.add(case.name, detach_outputs(got))
         self.extra_checks(impl, device)
+        self.probe_devices(impl)
         record.passed = True
+
+    def probe_devices(self, impl) -> None:
+        """Every visible case again with every input on 'meta' (:func:`check_device_independence`),
+        unless the exercise is one of :data:`WITHOUT_DEVICE_PROBE`."""
+        if self.name in WITHOUT_DEVICE_PROBE or isinstance(self, checking.Prediction):
+            return
+        for case in self.visible_cases:
+            check_device_independence(self.name, lambda dev, case=case: self.run(impl, case, dev))
+
+
+#: The exercises the device probe cannot apply to, and why (predictions, whose answer is a value,
+#: need none either). Every other exercise runs its visible cases on 'meta' too.
+WITHOUT_DEVICE_PROBE: dict[str, str] = {
+}
 
 
 # ---------------------------------------------------------------- registering exercises
@@ -119,10 +134,10 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
     try:
         call(torch.device("meta"))
     except Exception as error:  # noqa: BLE001 - learner code
-        text = str(error)
-        if "expected device" in text or "same device" in text:
+        raw = error.__cause__ if isinstance(error, CheckFailure) and error.__cause__ else error
+        if is_device_mismatch(raw):
             raise CheckFailure(
                 f"{exercise} creates a tensor on a fixed device: with inputs on another "
-                f"device it fails with '{text.splitlines()[0]}'. Create new tensors with "
+                f"device it fails with '{str(raw).splitlines()[0]}'. Create new tensors with "
                 "device=x.device (or torch.zeros_like(x), x.new_ones(...))."
             ) from None
