@@ -1,7 +1,7 @@
 """An exercise's hidden check: run every case, compare, diagnose, record.
 
 Each exercise is one module of its section's package (``grader/checks/s10_1/...``) holding one
-:class:`Exercise` subclass decorated with :func:`registered`; the package finds them with
+:class:`GradedExercise` subclass decorated with :func:`registered`; the package finds them with
 :func:`gather_exercises`, which also derives ``check_<name>``, the function the hidden test cell
 calls with the learner's function or class. Known mistakes are the visible check's
 :class:`~course.checking.Mistake` objects, each paired here with a function that reproduces it
@@ -10,7 +10,8 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import torch
 
@@ -32,12 +33,22 @@ from grader.checks.guarded_calls import (
 from grader.checks.tripwire import NOTHING, Forbidden
 
 
-class Exercise(checking.Exercise):
+class GradedExercise(checking.Exercise):
     """The toolkit's exercise (:class:`course.checking.exercise.Exercise`: cases, run, reference,
     mistakes) graded: learner code called under the tripwires of ``forbidden``, on the grading
     device, the outcome recorded for the clean-process verification."""
 
     forbidden: Forbidden = NOTHING
+    #: Added to every visible case's seed: grading runs the visible cases on other data.
+    RESEED = 1000
+    #: Grading's own cases, after the visible ones re-seeded (other sizes, float64, another option).
+    own_cases: Sequence[Case] = ()
+
+    def cases(self) -> Sequence[Case]:
+        """Every visible case with another seed, then grading's own (a check that needs other
+        instances of every kind lists its cases itself)."""
+        reseeded = [replace(case, seed=case.seed + self.RESEED) for case in self.visible_cases]
+        return [*reseeded, *self.own_cases]
 
     def call(self, case: Case, function, *args, **kwargs):
         """Call learner code under the tripwires: a call to the reference is a ForbiddenCall."""
@@ -75,10 +86,15 @@ class Exercise(checking.Exercise):
         self.probe_devices(impl)
         record.passed = True
 
+    @property
+    def probes_devices(self) -> bool:
+        """Does the engine run this exercise's visible cases on 'meta' too?"""
+        return self.name not in WITHOUT_DEVICE_PROBE and not isinstance(self, checking.Prediction)
+
     def probe_devices(self, impl) -> None:
         """Every visible case again with every input on 'meta' (:func:`check_device_independence`),
         unless the exercise is one of :data:`WITHOUT_DEVICE_PROBE`."""
-        if self.name in WITHOUT_DEVICE_PROBE or isinstance(self, checking.Prediction):
+        if not self.probes_devices:
             return
         for case in self.visible_cases:
             check_device_independence(self.name, lambda dev, case=case: self.run(impl, case, dev))
@@ -87,21 +103,27 @@ class Exercise(checking.Exercise):
 #: The exercises the device probe cannot apply to, and why (predictions, whose answer is a value,
 #: need none either). Every other exercise runs its visible cases on 'meta' too.
 WITHOUT_DEVICE_PROBE: dict[str, str] = {
+    "dot_product_variance": "takes sizes, no tensor: there is no input device to follow",
+    "sinusoidal_positional_encoding": "takes sizes, no tensor: there is no input device to follow",
+    "relative_shift_matrix": "takes sizes, no tensor: there is no input device to follow",
+    "warmup_cosine_lr": "numbers in, a number out",
+    "bpe_train": "words in, merges out: no tensor",
+    "bpe_encode": "words and merges in, tokens out: no tensor",
 }
 
 
 # ---------------------------------------------------------------- registering exercises
 
 
-def registered(cls: type[Exercise]) -> type[Exercise]:
+def registered(cls: type[GradedExercise]) -> type[GradedExercise]:
     """Class decorator: this module's exercise, found by :func:`gather_exercises`."""
     cls.registered = True
     return cls
 
 
-def gather_exercises(package: str) -> dict[str, Exercise]:
+def gather_exercises(package: str) -> dict[str, GradedExercise]:
     """One instance of every registered exercise in the modules of ``package``, by name."""
-    found: dict[str, Exercise] = {}
+    found: dict[str, GradedExercise] = {}
     for module in submodules(package):
         for value in vars(module).values():
             if isinstance(value, type) and value.__dict__.get("registered") \
@@ -111,7 +133,7 @@ def gather_exercises(package: str) -> dict[str, Exercise]:
     return found
 
 
-def check_functions(exercises: Mapping[str, Exercise]) -> dict[str, Callable]:
+def check_functions(exercises: Mapping[str, GradedExercise]) -> dict[str, Callable]:
     """``{"check_<name>": exercise.check}``: what the hidden test cells call."""
     return {f"check_{name}": exercise.check for name, exercise in exercises.items()}
 

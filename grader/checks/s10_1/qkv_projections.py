@@ -4,13 +4,13 @@ another device, and no F.linear."""
 from __future__ import annotations
 
 from course.visible.s10_1.qkv_projections import QKVProjections
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_1.cases import cases
 from grader.checks.tripwire import LINEAR
 
 
 @registered
-class GradedQKVProjections(QKVProjections, Exercise):
+class GradedQKVProjections(QKVProjections, GradedExercise):
     forbidden = LINEAR
 
     def cases(self):

@@ -7,7 +7,7 @@ import torch
 
 from course.checking import Case
 from course.visible.s10_2.scaled_dot_product_attention import ScaledDotProductAttention, dims
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import ATTENTION
 
 CASES = [  # every dimension differs
@@ -32,7 +32,7 @@ CASES = [  # every dimension differs
 
 
 @registered
-class GradedScaledDotProductAttention(ScaledDotProductAttention, Exercise):
+class GradedScaledDotProductAttention(ScaledDotProductAttention, GradedExercise):
     forbidden = ATTENTION
 
     def cases(self):

@@ -7,7 +7,7 @@ import torch
 
 from course.checking import Case
 from course.visible.s10_3.multi_head_attention import MultiHeadAttentionModule, dims
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import ATTENTION
 
 CASES = [
@@ -24,7 +24,7 @@ CASES = [
 
 
 @registered
-class GradedMultiHeadAttention(MultiHeadAttentionModule, Exercise):
+class GradedMultiHeadAttention(MultiHeadAttentionModule, GradedExercise):
     forbidden = ATTENTION
 
     def cases(self):

@@ -9,7 +9,7 @@ import torch
 
 from course.checking import Case, generator, randn, with_gradients
 from course.visible.s10_4.positional_encoding import PositionalEncodingModule, cases
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_4.sinusoidal_positional_encoding import SWITCHES
 from grader.checks.shared_references import encoding_table
 
@@ -23,7 +23,7 @@ def _added(case: Case, device: torch.device, **switch):
 
 
 @registered
-class GradedPositionalEncoding(PositionalEncodingModule, Exercise):
+class GradedPositionalEncoding(PositionalEncodingModule, GradedExercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {**PositionalEncodingModule.mistakes,
                 **{m: partial(_added, **switch) for m, switch in SWITCHES.items()}}

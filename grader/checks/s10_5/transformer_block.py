@@ -7,7 +7,7 @@ import torch
 
 from course.checking import Case
 from course.visible.s10_5.transformer_block import TransformerBlockModule, dims
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import MULTIHEAD
 
 CASES = [
@@ -29,7 +29,7 @@ CASES = [
 
 
 @registered
-class GradedTransformerBlock(TransformerBlockModule, Exercise):
+class GradedTransformerBlock(TransformerBlockModule, GradedExercise):
     reference_name = "the PyTorch reference"
     forbidden = MULTIHEAD
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_6.decoder_block import DecoderBlockModule, decoder_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 FORBIDDEN = ATTENTION | MULTIHEAD
@@ -30,7 +30,7 @@ CASES = [
 
 
 @registered
-class GradedDecoderBlock(DecoderBlockModule, Exercise):
+class GradedDecoderBlock(DecoderBlockModule, GradedExercise):
     reference_name = "nn.TransformerDecoderLayer"
     forbidden = FORBIDDEN
 

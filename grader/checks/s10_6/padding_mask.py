@@ -4,9 +4,9 @@ and on another (the engine's probe)."""
 from __future__ import annotations
 
 from course.visible.s10_6.padding_mask import PaddingMask
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 
 @registered
-class GradedPaddingMask(PaddingMask, Exercise):
+class GradedPaddingMask(PaddingMask, GradedExercise):
     """Nothing to add but the records and the device probe, which the engine runs."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_6.transformer import TransformerModel, model_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_6.decoder_block import FORBIDDEN
 
 CASES = [
@@ -21,7 +21,7 @@ CASES = [
 
 
 @registered
-class GradedTransformer(TransformerModel, Exercise):
+class GradedTransformer(TransformerModel, GradedExercise):
     reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer"
     forbidden = FORBIDDEN
 

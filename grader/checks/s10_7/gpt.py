@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_7.gpt import Config, GPTModel, gpt_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 CASES = [
@@ -22,7 +22,7 @@ CASES = [
 
 
 @registered
-class GradedGPT(GPTModel, Exercise):
+class GradedGPT(GPTModel, GradedExercise):
     forbidden = ATTENTION | MULTIHEAD
     dropout_config = Config(7, 6, 3, 12, 3, 5, 2)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_7.llama_block import Config, LlamaBlockModule, block_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import ATTENTION, MULTIHEAD
 
 CASES = [
@@ -22,7 +22,7 @@ CASES = [
 
 
 @registered
-class GradedLlamaBlock(LlamaBlockModule, Exercise):
+class GradedLlamaBlock(LlamaBlockModule, GradedExercise):
     forbidden = ATTENTION | MULTIHEAD
 
     def cases(self):

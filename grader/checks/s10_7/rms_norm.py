@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_7.rms_norm import RMSNormModule, norm_case, runs_in
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.tripwire import RMS_NORM
 
 CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
@@ -24,7 +24,7 @@ CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
 
 
 @registered
-class GradedRMSNorm(RMSNormModule, Exercise):
+class GradedRMSNorm(RMSNormModule, GradedExercise):
     forbidden = RMS_NORM
 
     def cases(self):

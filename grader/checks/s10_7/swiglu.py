@@ -7,7 +7,7 @@ import torch
 
 from course.checking import Case
 from course.visible.s10_7.swiglu import SwiGLUModule, dims
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 CASES = [
     Case("2-D x (4, 6), d_ff 9", 940, dims(6, 9, (4,)), kind="2-D x"),
@@ -19,6 +19,6 @@ CASES = [
 
 
 @registered
-class GradedSwiGLU(SwiGLUModule, Exercise):
+class GradedSwiGLU(SwiGLUModule, GradedExercise):
     def cases(self):
         return CASES
