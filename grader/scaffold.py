@@ -336,21 +336,18 @@ class {cls}(Exercise):
 
 HIDDEN = '''\
 """Hidden check of ``{name}`` (defined in its visible module): the visible cases again with
-other seeds. Add grading's own here: more instances of the visible kinds, a second device
-(check_device_independence), the calls it may not make (``forbidden``)."""
+other seeds, and on 'meta' for tensors on a fixed device (the engine's). Add grading's own here:
+``own_cases`` (more instances of the visible kinds), the calls it may not make (``forbidden``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from course.visible.{package}.{stem} import {cls}
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 
 @registered
-class Graded{cls}({cls}, Exercise):
-    def cases(self):
-        return [replace(case, seed=case.seed + 1000) for case in self.visible_cases]
+class Graded{cls}({cls}, GradedExercise):
+    own_cases = []  # grading's own cases (other sizes, float64), each of a visible case's kind
 '''
 
 ANSWERS = '''\

@@ -63,16 +63,13 @@ def test_every_declared_exercise_has_right_answers_and_bugs():
 
 
 def test_every_device_check_has_a_planted_bug_it_catches():
-    """Does every hidden check that runs learner code on another device (``check_device_independence``,
-    ``check_unplaced_tensors``) have a fixed-device bug declared, so that the check is seen to fail?
+    """Does every exercise the engine runs on 'meta' (all but predictions and
+    ``WITHOUT_DEVICE_PROBE``) have a fixed-device bug declared, so that the probe is seen to fail?
     (Grading's alone to see, or, where the visible check probes for unplaced tensors too, both sides'.)"""
-    import inspect
-
     from tests.answers import DEVICE
 
     for name, exercise in EXERCISES.items():
-        source = inspect.getsource(type(exercise))
-        if "check_device_independence" in source or "check_unplaced_tensors" in source:
+        if exercise.probes_devices:
             assert any(e.exercise == name and (e.grading_only == DEVICE or "device" in (e.hidden or ""))
                        for e in BUGS), \
-                f"{name}: its device check has no planted fixed-device bug in tests/answers/"
+                f"{name}: its device probe has no planted fixed-device bug in tests/answers/"

@@ -1,7 +1,7 @@
 """An exercise's hidden check: run every case, compare, diagnose, record.
 
 Each exercise is one module of its section's package (``grader/checks/s10_1/...``) holding one
-:class:`Exercise` subclass decorated with :func:`registered`; the package finds them with
+:class:`GradedExercise` subclass decorated with :func:`registered`; the package finds them with
 :func:`gather_exercises`, which also derives ``check_<name>``, the function the hidden test cell
 calls with the learner's function or class. Known mistakes are the visible check's
 :class:`~course.checking.Mistake` objects, each paired here with a function that reproduces it
@@ -10,17 +10,19 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 import torch
 
 from course import checking
-from course.checking.devices import check_unplaced_tensors  # noqa: F401 - the checks' names for them
+from course.checking.devices import check_unplaced_tensors, is_device_mismatch  # noqa: F401 - the checks' names
 from course.checking.exercise import seeded_parameters  # noqa: F401
 from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
 from grader.checks import integrity
 from grader.checks.guarded_calls import (
+    Case,
     CheckFailure,
     ForbiddenCall,
     detach_outputs,
@@ -29,10 +31,21 @@ from grader.checks.guarded_calls import (
 )
 
 
-class Exercise(checking.Exercise):
+class GradedExercise(checking.Exercise):
     """The toolkit's exercise (:class:`course.checking.exercise.Exercise`: cases, run, reference,
     mistakes, what learner code may not call) graded: on the grading device, the outcome recorded
     for the clean-process verification."""
+
+    #: Added to every visible case's seed: grading runs the visible cases on other data.
+    RESEED = 1000
+    #: Grading's own cases, after the visible ones re-seeded (other sizes, float64, another option).
+    own_cases: Sequence[Case] = ()
+
+    def cases(self) -> Sequence[Case]:
+        """Every visible case with another seed, then grading's own (a check that needs other
+        instances of every kind lists its cases itself)."""
+        reseeded = [replace(case, seed=case.seed + self.RESEED) for case in self.visible_cases]
+        return [*reseeded, *self.own_cases]
 
     def check(self, impl) -> None:
         """The hidden test: every case against the reference, then the extra checks."""
@@ -63,21 +76,47 @@ class Exercise(checking.Exercise):
             self.evaluate(case, got, device)
             record.add(case.name, detach_outputs(got))
         self.extra_checks(impl, device)
+        self.probe_devices(impl)
         record.passed = True
+
+    @property
+    def probes_devices(self) -> bool:
+        """Does the engine run this exercise's visible cases on 'meta' too?"""
+        return self.name not in WITHOUT_DEVICE_PROBE and not isinstance(self, checking.Prediction)
+
+    def probe_devices(self, impl) -> None:
+        """Every visible case again with every input on 'meta' (:func:`check_device_independence`),
+        unless the exercise is one of :data:`WITHOUT_DEVICE_PROBE`."""
+        if not self.probes_devices:
+            return
+        for case in self.visible_cases:
+            check_device_independence(self.name, lambda dev, case=case: self.run(impl, case, dev))
+
+
+#: The exercises the device probe cannot apply to, and why (predictions, whose answer is a value,
+#: need none either). Every other exercise runs its visible cases on 'meta' too.
+WITHOUT_DEVICE_PROBE: dict[str, str] = {
+    "dot_product_variance": "takes sizes, no tensor: there is no input device to follow",
+    "sinusoidal_positional_encoding": "takes sizes, no tensor: there is no input device to follow",
+    "relative_shift_matrix": "takes sizes, no tensor: there is no input device to follow",
+    "warmup_cosine_lr": "numbers in, a number out",
+    "bpe_train": "words in, merges out: no tensor",
+    "bpe_encode": "words and merges in, tokens out: no tensor",
+}
 
 
 # ---------------------------------------------------------------- registering exercises
 
 
-def registered(cls: type[Exercise]) -> type[Exercise]:
+def registered(cls: type[GradedExercise]) -> type[GradedExercise]:
     """Class decorator: this module's exercise, found by :func:`gather_exercises`."""
     cls.registered = True
     return cls
 
 
-def gather_exercises(package: str) -> dict[str, Exercise]:
+def gather_exercises(package: str) -> dict[str, GradedExercise]:
     """One instance of every registered exercise in the modules of ``package``, by name."""
-    found: dict[str, Exercise] = {}
+    found: dict[str, GradedExercise] = {}
     for module in submodules(package):
         for value in vars(module).values():
             if isinstance(value, type) and value.__dict__.get("registered") \
@@ -87,7 +126,7 @@ def gather_exercises(package: str) -> dict[str, Exercise]:
     return found
 
 
-def check_functions(exercises: Mapping[str, Exercise]) -> dict[str, Callable]:
+def check_functions(exercises: Mapping[str, GradedExercise]) -> dict[str, Callable]:
     """``{"check_<name>": exercise.check}``: what the hidden test cells call."""
     return {f"check_{name}": exercise.check for name, exercise in exercises.items()}
 
@@ -110,10 +149,10 @@ def check_device_independence(exercise: str, call: Callable[[torch.device], obje
     try:
         call(torch.device("meta"))
     except Exception as error:  # noqa: BLE001 - learner code
-        text = str(error)
-        if "expected device" in text or "same device" in text:
+        raw = error.__cause__ if isinstance(error, CheckFailure) and error.__cause__ else error
+        if is_device_mismatch(raw):
             raise CheckFailure(
                 f"{exercise} creates a tensor on a fixed device: with inputs on another "
-                f"device it fails with '{text.splitlines()[0]}'. Create new tensors with "
+                f"device it fails with '{str(raw).splitlines()[0]}'. Create new tensors with "
                 "device=x.device (or torch.zeros_like(x), x.new_ones(...))."
             ) from None

@@ -170,7 +170,7 @@ PLANTED: dict[str, Builder] = {
     "cheat-edit-checks": lambda r, s: write(r, s, samples.insert_cell(
         replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
         "from grader.checks import exercise\n"
-        "exercise.Exercise.evaluate = lambda self, case, got, device: None")),
+        "exercise.GradedExercise.evaluate = lambda self, case, got, device: None")),
     "cheat-skip-check": lambda r, s: write(r, s, samples.insert_cell(
         replace("qkv_projections", SUBTLY_WRONG_QKV), "setup",
         "from grader.checks import s10_1\ns10_1.check_qkv_projections = lambda impl: None")),

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from course.visible.s10_2.dot_product_variance import DotProductVariance, cases
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 
 @registered
-class GradedDotProductVariance(DotProductVariance, Exercise):
+class GradedDotProductVariance(DotProductVariance, GradedExercise):
     def cases(self):
         return cases((4, 64, 512), 20_000, 400)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from course import checking
 from course.visible.s10_3.merge_heads import MergeHeads
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_3.heads import CASES
 from grader.checks.shared_references import reference_merge
 
 
 @registered
-class GradedMergeHeads(MergeHeads, Exercise):
+class GradedMergeHeads(MergeHeads, GradedExercise):
     reference_name = "the PyTorch reference"
     evaluate = checking.Exercise.evaluate  # against the reference, output and gradient at once
 

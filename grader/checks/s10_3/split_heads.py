@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from course import checking
 from course.visible.s10_3.split_heads import SplitHeads
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_3.heads import CASES
 from grader.checks.shared_references import reference_split
 
 
 @registered
-class GradedSplitHeads(SplitHeads, Exercise):
+class GradedSplitHeads(SplitHeads, GradedExercise):
     reference_name = "the PyTorch reference"
     evaluate = checking.Exercise.evaluate  # against the reference, output and gradient at once
 

@@ -18,7 +18,7 @@ from course.visible.s10_4.apply_rotary import (
     ApplyRotary,
     rotary_case,
 )
-from grader.checks.exercise import Exercise, forward_backward, registered
+from grader.checks.exercise import GradedExercise, forward_backward, registered
 from grader.checks.guarded_calls import Case, Outputs, generator, randn
 from grader.checks.shared_references import F64
 
@@ -123,7 +123,7 @@ def _broken_property(case: Case, got: Outputs, device) -> str | None:
 
 
 @registered
-class GradedApplyRotary(ApplyRotary, Exercise):
+class GradedApplyRotary(ApplyRotary, GradedExercise):
     reference_name = "the rotation evaluated in float64"
     mistakes = {mistake: _mistake(**switch) for mistake, switch in SWITCHES.items()}
 

@@ -1,9 +1,9 @@
 """Hidden check of the ``pe_self_similarity`` prediction: the visible question, its answer recorded."""
 
 from course.visible.s10_4.pe_self_similarity import PeSelfSimilarity
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 
 @registered
-class GradedPeSelfSimilarity(PeSelfSimilarity, Exercise):
+class GradedPeSelfSimilarity(PeSelfSimilarity, GradedExercise):
     """Nothing to add but the record: the answer is judged again in a clean process."""

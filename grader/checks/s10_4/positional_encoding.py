@@ -9,7 +9,7 @@ import torch
 
 from course.checking import Case, generator, randn, with_gradients
 from course.visible.s10_4.positional_encoding import PositionalEncodingModule, cases
-from grader.checks.exercise import Exercise, check_device_independence, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_4.sinusoidal_positional_encoding import SWITCHES
 from grader.checks.shared_references import encoding_table
 
@@ -23,7 +23,7 @@ def _added(case: Case, device: torch.device, **switch):
 
 
 @registered
-class GradedPositionalEncoding(PositionalEncodingModule, Exercise):
+class GradedPositionalEncoding(PositionalEncodingModule, GradedExercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {**PositionalEncodingModule.mistakes,
                 **{m: partial(_added, **switch) for m, switch in SWITCHES.items()}}
@@ -34,11 +34,3 @@ class GradedPositionalEncoding(PositionalEncodingModule, Exercise):
 
     def reference(self, case, device):
         return _added(case, device)
-
-    def extra_checks(self, impl, device):
-        super().extra_checks(impl, device)
-
-        def on(dev):
-            impl(8, max_len=20).to(dev)(torch.zeros(2, 5, 8, device=dev))
-
-        check_device_independence(self.name, on)

@@ -17,9 +17,8 @@ from course.visible.s10_4.relative_shift_matrix import (
     SAME_ANGLE,
     TRANSPOSED,
     RelativeShiftMatrix,
-    cases,
 )
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.guarded_calls import Case, Outputs
 from grader.checks.shared_references import F64, encoding, frequencies
 
@@ -64,12 +63,9 @@ def _mistake(switch):
 
 
 @registered
-class GradedRelativeShiftMatrix(RelativeShiftMatrix, Exercise):
+class GradedRelativeShiftMatrix(RelativeShiftMatrix, GradedExercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {mistake: _mistake(switch) for mistake, switch in SWITCHES.items()}
-
-    def cases(self):
-        return cases(740)
 
     def run(self, impl, case, device):
         return _outputs(super().run(impl, case, device)["M"], case, device)

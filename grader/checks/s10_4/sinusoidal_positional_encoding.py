@@ -13,11 +13,10 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     INVERTED,
     SWAPPED,
     SinusoidalPositionalEncoding,
-    cases,
     expect_float32_table,
     property_hint,
 )
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.shared_references import encoding_table
 
 FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the same angle)"
@@ -33,12 +32,9 @@ def _table(**switch):
 
 
 @registered
-class GradedSinusoidalPositionalEncoding(SinusoidalPositionalEncoding, Exercise):
+class GradedSinusoidalPositionalEncoding(SinusoidalPositionalEncoding, GradedExercise):
     reference_name = "the formula evaluated in float64"
     mistakes = {mistake: _table(**switch) for mistake, switch in SWITCHES.items()}
-
-    def cases(self):
-        return cases(700)
 
     def reference(self, case, device):
         return _table()(case, device)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_6.train_step import SETTINGS, Setting, TrainStep, trial_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 MORE = [
     Setting("SGD with momentum, a warm-up scheduler, pad_id=4, label_smoothing=0.3, max_grad_norm=1.5, the "
@@ -23,6 +23,6 @@ CASES = [trial_case(s._replace(name=f"{s.name}, {dtype}"), 760 + i, dtype)
 
 
 @registered
-class GradedTrainStep(TrainStep, Exercise):
+class GradedTrainStep(TrainStep, GradedExercise):
     def cases(self):
         return CASES

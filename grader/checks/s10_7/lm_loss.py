@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_7.lm_loss import LmLoss, loss_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 CASES = [  # name, seed, B, n, V, pad_id, padded positions of row 0, label_smoothing, dtype, logit scale
     loss_case("no padding, no smoothing", 700, 2, 4, 5, 0, 0, 0.0),
@@ -23,7 +23,7 @@ CASES = [  # name, seed, B, n, V, pad_id, padded positions of row 0, label_smoot
 
 
 @registered
-class GradedLmLoss(LmLoss, Exercise):
+class GradedLmLoss(LmLoss, GradedExercise):
     reference_name = "F.cross_entropy(ignore_index, label_smoothing)"
 
     def cases(self):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_7.rms_norm import RMSNormModule, norm_case, runs_in
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
     norm_case("2-D x (4, 6)", 800, (4, 6)),
@@ -23,7 +23,7 @@ CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
 
 
 @registered
-class GradedRMSNorm(RMSNormModule, Exercise):
+class GradedRMSNorm(RMSNormModule, GradedExercise):
 
     def cases(self):
         return [case for case in CASES if runs_in(case.dtype)]

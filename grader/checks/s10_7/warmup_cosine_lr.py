@@ -4,7 +4,7 @@ of its kinds against the contract's formula."""
 from __future__ import annotations
 
 from course.visible.s10_7.warmup_cosine_lr import WarmupCosineLr, schedule_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 CASES = [  # name, peak_lr, warmup_steps, total_steps, min_lr (None: the default), steps checked
     schedule_case("warm-up 10, total 50, min_lr 1e-5", 1e-3, 10, 50, 1e-5, 60),
@@ -18,6 +18,6 @@ CASES = [  # name, peak_lr, warmup_steps, total_steps, min_lr (None: the default
 
 
 @registered
-class GradedWarmupCosineLr(WarmupCosineLr, Exercise):
+class GradedWarmupCosineLr(WarmupCosineLr, GradedExercise):
     def cases(self):
         return CASES

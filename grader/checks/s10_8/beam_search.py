@@ -27,7 +27,7 @@ from course.visible.s10_8.beam_search import (
     beam_model,
     beam_outputs,
 )
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 SWITCHES = {  # each known mistake, as the switches of reference_beam that reproduce it
     FINISHED_COMPETE: {"finished_compete": True},  # finished hypotheses stay in the beam and take slots
@@ -209,7 +209,7 @@ def _rounded(x: float) -> float:
 
 
 @registered
-class GradedBeamSearch(BeamSearch, Exercise):
+class GradedBeamSearch(BeamSearch, GradedExercise):
     mistakes = {mistake: _with_mistake(switch) for mistake, switch in SWITCHES.items()}
 
     def cases(self):

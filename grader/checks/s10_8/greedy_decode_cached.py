@@ -9,7 +9,7 @@ from torch import nn
 
 from course.visible.s10_6.greedy_decode import until_eos
 from course.visible.s10_8.greedy_decode_cached import SHARED_CACHE, GreedyDecodeCached, cached_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.shared_references import attention_weights
 
 
@@ -103,7 +103,7 @@ CASES = [
 
 
 @registered
-class GradedGreedyDecodeCached(GreedyDecodeCached, Exercise):
+class GradedGreedyDecodeCached(GreedyDecodeCached, GradedExercise):
     def cases(self):
         return CASES
 

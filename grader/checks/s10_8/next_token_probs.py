@@ -26,7 +26,7 @@ from course.visible.s10_8.next_token_probs import (
     options_of,
     probs_case,
 )
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 
 def _renormalised(probs, keep):
@@ -133,7 +133,7 @@ CASES = [probs_case(f"{name}, {str(dtype).removeprefix('torch.')}", 1000 + i, lo
 
 
 @registered
-class GradedNextTokenProbs(NextTokenProbs, Exercise):
+class GradedNextTokenProbs(NextTokenProbs, GradedExercise):
     mistakes = {m: (lambda case, device, c=c: {"output": contract_probs(logits_of(case, device),
                                                                         **options_of(case), **c)})
                 for m, c in VARIANTS.items()}

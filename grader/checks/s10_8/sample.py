@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from course.visible.s10_8.sample import Sample, sample_case
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 SETTINGS = [  # name, B, n0, max_new_tokens, temperature, top_k, top_p, eos_id, seed
     ("temperature 0 (greedy), past max_len", 2, 3, 6, 0.0, None, None, None, 10),
@@ -21,6 +21,6 @@ CASES = [sample_case(s) for s in SETTINGS] + \
 
 
 @registered
-class GradedSample(Sample, Exercise):
+class GradedSample(Sample, GradedExercise):
     def cases(self):
         return CASES

@@ -9,7 +9,7 @@ from __future__ import annotations
 from course.visible.s10_9 import bpe_train as visible_train
 from course.visible.s10_9.bpe_encode import FIRST_ONLY, GREEDY, NO_EOW, BpeEncode, encode_case
 from course.visible.s10_9.bpe_train import EOW, as_tensor, words_of
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_9.bpe_train import CASES as TRAIN_CASES
 from grader.checks.s10_9.bpe_train import merge_symbols, reference_train
 
@@ -89,7 +89,7 @@ def snapshot() -> dict:
 
 
 @registered
-class GradedBpeEncode(BpeEncode, Exercise):
+class GradedBpeEncode(BpeEncode, GradedExercise):
     def cases(self):
         return CASES
 

@@ -22,7 +22,7 @@ from course.visible.s10_9.bpe_train import (
     train_case,
     words_of,
 )
-from grader.checks.exercise import Exercise, registered
+from grader.checks.exercise import GradedExercise, registered
 
 SWITCHES = {  # each known mistake, as the switches of reference_train that reproduce it
     NO_EOW: {"eow": False},  # words as their characters alone
@@ -127,7 +127,7 @@ def _with_mistake(switch: dict):
 
 
 @registered
-class GradedBpeTrain(BpeTrain, Exercise):
+class GradedBpeTrain(BpeTrain, GradedExercise):
     mistakes = {mistake: _with_mistake(switch) for mistake, switch in SWITCHES.items()}
 
     def cases(self):

@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS, OTHER_DTYPE
-from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "softmax"
 
@@ -75,6 +75,12 @@ def softmax_float64_cast_back(x, dim=-1):
     return softmax_in_float64(x, dim).to(x.dtype)
 
 
+def softmax_on_the_cpu(x, dim=-1):
+    """Right on the CPU; a tensor made with device="cpu" by name, which only the run on 'meta' sees."""
+    e = (x - x.amax(dim, keepdim=True)).exp()
+    return e / e.sum(dim, keepdim=True) + torch.zeros(1, dtype=x.dtype, device="cpu")
+
+
 def answers(solution):
     return [
         right("solution", solution["softmax"]),
@@ -94,4 +100,5 @@ def answers(solution):
         bug("softmax_unsqueeze_last", softmax_unsqueeze_last),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["softmax"]),
             hidden=ON_A_FIXED_DEVICE),
+        bug("zeros made with device='cpu'", softmax_on_the_cpu, hidden="fixed device", only=DEVICE),
     ]

@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_3.split_heads import NO_TRANSPOSE
-from tests.answers import bug, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "split_heads"
 
@@ -46,4 +46,6 @@ def answers(solution):
         bug("h and d_h swapped", split_h_dh_swapped),
         bug("num_heads ignored (always 2)", split_two_heads, hidden="should have shape"),
         bug("detached", split_detached, hidden="no gradient"),
+        bug("a tensor on a fixed device", on_a_fixed_device(solution["split_heads"]),
+            hidden=ON_A_FIXED_DEVICE),
     ]
