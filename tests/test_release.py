@@ -9,7 +9,7 @@ import pytest
 from grader.errors import PublishError, UsageError
 from grader.paths import assignment_names, course_root
 from grader.publish import generate
-from grader.publish.bundle import code_keys, lines_in, solution_lines
+from grader.publish.leaks import code_keys, lines_in, solution_lines
 
 ROOT = course_root()
 SOURCE, RELEASE = ROOT / "solutions", ROOT / "notebooks"

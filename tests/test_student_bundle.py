@@ -18,6 +18,8 @@ from grader.autograde.worker.preprocessors.restore_cells import as_released
 from grader.errors import PublishError, UsageError
 from grader.paths import course_root
 from grader.publish import bundle, setup_cell
+from grader.publish import leaks as leak_check
+from grader.publish.code import code_text
 
 ROOT = course_root()
 RELEASE = ROOT / "notebooks"
@@ -83,7 +85,7 @@ def test_bundle_has_what_learners_need(release):
 
 def test_bundle_leaks_nothing(release):
     """Is there no solution, hidden test, check code or instructor folder in the bundle?"""
-    assert bundle.find_leaks(release, SOLUTIONS) == []
+    assert leak_check.find_leaks(release, SOLUTIONS) == []
     assert not (release / "grader").exists() and not (release / "solutions").exists()
     assert not (release / "data" / "train_reference.py").exists()
     text = "\n".join(p.read_text(errors="replace") for p in release.rglob("*") if p.is_file()
@@ -101,7 +103,7 @@ def test_leak_detector_catches_a_planted_solution(release, tmp_path):
                 if c["cell_type"] == "code" and "NotImplementedError" in "".join(c["source"]))
     code["source"] = ["scores = scores.masked_fill(~mask, float(\"-inf\"))  # blocked pairs get weight 0\n"]
     notebook.write_text(json.dumps(nb))
-    leaks = bundle.find_leaks(copy, SOLUTIONS)
+    leaks = leak_check.find_leaks(copy, SOLUTIONS)
     assert any("solution line" in leak for leak in leaks), leaks
 
 
@@ -109,15 +111,15 @@ def test_leak_detector_compares_code_not_strings(release, tmp_path):
     """An answer line copied into a shipped visible module's code is caught, whatever its comment;
     the same line quoted in another section's hint string, or in a comment, is no code and passes."""
     answer = "inverse_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)"
-    assert answer in bundle.solution_lines(next(SOLUTIONS.glob("10.7*/*.ipynb")), bundle.DISTINCTIVE)
+    assert answer in leak_check.solution_lines(next(SOLUTIONS.glob("10.7*/*.ipynb")), leak_check.DISTINCTIVE)
     copy = tmp_path / "release"
     shutil.copytree(release, copy)
     hinted = copy / "course" / "visible" / "s10_5" / "feed_forward.py"
     hinted.write_text(hinted.read_text() + f"\nHINT = ({answer!r}\n        'is not how')  # {answer}\n")
-    assert bundle.find_leaks(copy, SOLUTIONS) == []
+    assert leak_check.find_leaks(copy, SOLUTIONS) == []
     module = copy / "course" / "visible" / "s10_7" / "rms_norm.py"
     module.write_text(module.read_text() + f"\n\ndef planted(x, self):\n    {answer}  # a new comment\n")
-    assert bundle.find_leaks(copy, SOLUTIONS) == [
+    assert leak_check.find_leaks(copy, SOLUTIONS) == [
         f"course/visible/s10_7/rms_norm.py: solution line {answer!r}"]
 
 
@@ -125,9 +127,9 @@ def test_code_lines_leave_out_strings_comments_and_docstrings():
     """Only code counts: a docstring, a comment, the inside of a string are no line of code."""
     source = ('"""x = f(y)"""\ndef g(y):\n    """x = f(y)"""\n    x = f(y)  # x = f(y)\n'
               '    return ("x = f(y) "\n            "x = f(y)")\n%time g(1)\n')
-    assert bundle.code_lines(source) == {2: "def g(y):", 4: "x = f(y)", 5: 'return ("x = f(y) "',
+    assert leak_check.code_lines(source) == {2: "def g(y):", 4: "x = f(y)", 5: 'return ("x = f(y) "',
                                           6: '"x = f(y)")', 7: "pass"}
-    assert bundle.line_key("x=f( y )  # no") == bundle.line_key("x = f(y)") == "x = f ( y )"
+    assert leak_check.line_key("x=f( y )  # no") == leak_check.line_key("x = f(y)") == "x = f ( y )"
 
 
 def test_leak_detector_catches_a_given_cell_repeating_a_later_answer(release, tmp_path):
@@ -135,16 +137,16 @@ def test_leak_detector_catches_a_given_cell_repeating_a_later_answer(release, tm
     10.8 is released too (given code may carry earlier answers only)?"""
     copy = tmp_path / "release"
     shutil.copytree(release, copy)
-    later = sorted(bundle.answer_lines(next(SOLUTIONS.glob("10.8*/*.ipynb"))))
+    later = sorted(leak_check.answer_lines(next(SOLUTIONS.glob("10.8*/*.ipynb"))))
     notebook = next((copy / "notebooks").glob("10.7*/*.ipynb"))
     nb = nbformat.read(notebook, as_version=4)
     given = next(c for c in nb.cells if c.cell_type == "code" and "NotImplementedError" not in c.source)
     given.source += "\n" + "\n".join(later[:1])
     nbformat.write(nb, notebook)
-    assert not bundle.repeated_answers(notebook, {"10.8": set(later)}), "one line is no answer"
+    assert not leak_check.repeated_answers(notebook, {"10.8": set(later)}), "one line is no answer"
     given.source += "\n" + "\n".join(later[1:2])
     nbformat.write(nb, notebook)
-    leaks = bundle.find_leaks(copy, SOLUTIONS)
+    leaks = leak_check.find_leaks(copy, SOLUTIONS)
     assert any("lines of an answer still ahead" in leak for leak in leaks), leaks
 
 
@@ -155,7 +157,7 @@ def test_leak_detector_catches_instructor_files(release, tmp_path):
     shutil.copy(ROOT / "data" / "train_reference.py", copy / "data")
     (copy / "gradebook.db").write_bytes(b"")
     shutil.copytree(ROOT / "grader" / "checks", copy / "grader" / "checks")
-    leaks = bundle.find_leaks(copy, SOLUTIONS)
+    leaks = leak_check.find_leaks(copy, SOLUTIONS)
     for expected in ("data/train_reference.py: instructor file", "gradebook.db: instructor file",
                      "grader: instructor folder"):
         assert any(leak.startswith(expected) for leak in leaks), (expected, leaks[:5])
@@ -227,17 +229,18 @@ def test_a_later_release_adds_and_changes_no_notebook(staged):
     assert "course/figures_block.py" in week4.added and "README.md" in week4.updated
     assert week4.kept == [] and (out / ".git" / "HEAD").is_file()
     assert (out / "README.md").read_text().count("colab-badge.svg") == 4
-    assert bundle.find_leaks(out, SOLUTIONS) == []
+    assert leak_check.find_leaks(out, SOLUTIONS) == []
 
 
 def test_earlier_solutions_are_given_code_once_due(staged):
     """10.3 carries 10.2's solutions as given code: allowed once 10.2 is due (the leak check
     would otherwise have nothing to tell apart)."""
     notebook = next((staged["out"] / "notebooks").glob("10.3*/*.ipynb"))
-    text = bundle._code_text(notebook)
-    given = [line for line in bundle.solution_lines(next(SOLUTIONS.glob("10.2*/*.ipynb"))) if line in text]
+    text = code_text(notebook)
+    answers = leak_check.solution_lines(next(SOLUTIONS.glob("10.2*/*.ipynb")))
+    given = [line for line in answers if line in text]
     assert given, "10.3 no longer carries 10.2's solutions: this test proves nothing"
-    assert bundle.find_leaks(staged["out"], SOLUTIONS) == []
+    assert leak_check.find_leaks(staged["out"], SOLUTIONS) == []
 
 
 def test_solutions_of_a_section_not_yet_due_are_caught(staged, tmp_path):
@@ -245,13 +248,13 @@ def test_solutions_of_a_section_not_yet_due_are_caught(staged, tmp_path):
     release through 10.4: both caught."""
     copy = tmp_path / "release"
     shutil.copytree(staged["out"], copy, ignore=shutil.ignore_patterns(".git"))
-    future = sorted(bundle.solution_lines(next(SOLUTIONS.glob("10.5*/*.ipynb"))))[0]
+    future = sorted(leak_check.solution_lines(next(SOLUTIONS.glob("10.5*/*.ipynb"))))[0]
     notebook = next((copy / "notebooks").glob("10.3*/*.ipynb"))
     nb = nbformat.read(notebook, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(future))
     nbformat.write(nb, notebook)
     shutil.copytree(RELEASE / "10.5-transformer-block", copy / "notebooks" / "10.5-transformer-block")
-    leaks = bundle.find_leaks(copy, SOLUTIONS)
+    leaks = leak_check.find_leaks(copy, SOLUTIONS)
     assert any("10.3" in leak and "section not yet due" in leak and future in leak for leak in leaks), leaks
     assert "notebooks/10.5-transformer-block: section not yet due" in leaks
 
@@ -378,7 +381,7 @@ def test_renamed_release_fetches_from_its_own_repository(renamed):
         rel = path.relative_to(renamed).as_posix()
         assert f"https://colab.research.google.com/github/{OTHER}/blob/{TERM}/{rel}" in readme
     assert "transformer-course/transformer-course" not in readme
-    assert bundle.find_leaks(renamed, SOLUTIONS) == []
+    assert leak_check.find_leaks(renamed, SOLUTIONS) == []
 
 
 def test_the_grader_does_not_take_a_published_set_up_cell_for_an_edit(renamed):

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from grader.paths import COURSE_ID
 from tests.settings import ROOT
 
 EXCHANGE_VENV = Path("/opt/course-exchange")  # the Makefile's default EXCHANGE_VENV
 COURSE_FILES = ["nbgrader_config.py", "grader/nbgrader_config.py", "notebooks/10.1-self-attention",
                 "solutions/10.1-self-attention"]
-COURSE_ID = "transformer-course"
 
 
 class Users:
