@@ -21,7 +21,7 @@ next_token_probs = None
 
 
 def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_early=True, keep_prompt=True,
-         no_grad=True, categorical=False, placed=True):
+         no_grad=True, categorical=False, gumbel=False, placed=True):
     def sample(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None,
                eos_id=None):
         max_len = model.pos_embed.num_embeddings - truncate
@@ -32,6 +32,9 @@ def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_earl
             probs = next_token_probs(model(window)[:, -1], temperature, top_k, top_p)
             if categorical:
                 token = torch.distributions.Categorical(probs=probs).sample()[:, None]
+            elif gumbel:  # the Gumbel-max trick: the same distribution, drawn without torch.multinomial
+                noise = torch.empty_like(probs).exponential_(generator=generator)
+                token = (probs / noise).argmax(dim=-1, keepdim=True)
             elif per_row:
                 token = torch.cat([torch.multinomial(row[None], 1, generator=generator) for row in probs])
             else:
@@ -78,6 +81,8 @@ def answers(solution):
         bug("not seeded", make(seeded=False), hidden="without the generator", mistake=NOT_SEEDED),
         bug("torch.distributions.Categorical", make(categorical=True), mistake=NOT_SEEDED),
         bug("one draw per row", make(per_row=True), hidden="multinomial call", mistake=SEVERAL_DRAWS),
+        bug("Gumbel-max, no torch.multinomial", make(gumbel=True), hidden="multinomial call",
+            mistake=SEVERAL_DRAWS),
         bug("not truncated", make(truncate=-1), hidden="too many tokens", mistake=NOT_TRUNCATED),
         bug("truncated one short", make(truncate=1), hidden="fed the model the last"),
         bug("eos rows not continued", make(continue_eos=False), mistake=EOS_NOT_CONTINUED),
