@@ -9,6 +9,8 @@ moved there yet, listed in tests/catalogue.py; ``python -m tests.catalogue`` pri
 
 from __future__ import annotations
 
+import re
+
 import nbformat
 import pytest
 
@@ -247,3 +249,35 @@ def test_a_prediction_is_graded_by_a_predict_cell():
             if cell.metadata.get("nbgrader", {}).get("grade"):
                 exercise = EXERCISES[exercise_name(grade_id)]
                 assert isinstance(exercise, checking.Prediction) == grade_id.startswith("predict_"), grade_id
+
+
+#: Hidden checks that word a failure their own way, and why: the reference only grading may hold
+#: (10.3's split and merge: the visible side compares feature blocks, grading the whole tensor),
+#: or outputs the visible side does not compare (relative_shift_matrix's M itself, apply_rotary's
+#: rotated tensor where the visible side rotates unit points).
+WORDED_APART = {"split_heads", "merge_heads", "relative_shift_matrix", "apply_rotary"}
+NAMED_MISTAKE = [e for e in PLANTED if e.mistake is not None and e.exercise not in WORDED_APART]
+
+
+def _worded(failure: BaseException) -> tuple[str | None, str]:
+    """A failure's case and its first line with the case and the numbers left out."""
+    line = str(failure).strip().splitlines()[0]
+    case = re.search(r"in case '([^']*)'", line)
+    line = re.sub(r"in case '[^']*'", "in case …", line)
+    return (case.group(1) if case else None), re.sub(r"[-+]?\d[\d.e+-]*", "N", line)
+
+
+def test_one_wording_on_both_sides():
+    """Where a planted mistake fails both sides in the same case, do they word it alike (the case
+    and the numbers aside), so the learner reads at grading what the notebook said?"""
+    compared, apart = 0, []
+    for entry in NAMED_MISTAKE:
+        visible, hidden = catalogue.run_visible(entry), catalogue.run_hidden(entry)
+        (v_case, v_line), (h_case, h_line) = _worded(visible), _worded(hidden)
+        if v_case is None or v_case != h_case:
+            continue  # failed in different cases: their sentences name different things
+        compared += 1
+        if v_line != h_line:
+            apart.append(f"{entry.exercise} ({entry.label}):\n  visible: {v_line}\n  hidden:  {h_line}")
+    assert compared >= 20, f"only {compared} failures compared: the test would prove little"
+    assert apart == [], "\n".join(apart)

@@ -8,6 +8,7 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
     COS_COLUMN,
     EXPONENT_4I,
     EXPONENT_I,
+    FORMULA,
     FROM_ONE,
     HALVES,
     INVERTED,
@@ -19,7 +20,6 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
 from grader.checks.exercise import GradedExercise, registered
 from grader.checks.shared_references import encoding_table
 
-FORMULA = "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)), PE[pos, 2i+1] = cos(the same angle)"
 #: Each mistake as switches of :func:`grader.checks.shared_references.encoding_table`.
 SWITCHES = {SWAPPED: {"swap": True}, FROM_ONE: {"start": 1}, EXPONENT_I: {"exponent": "i/d"},
             EXPONENT_4I: {"exponent": "4i/d"}, COS_COLUMN: {"cos_column": True}, INVERTED: {"inverted": True},
@@ -33,16 +33,16 @@ def _table(**switch):
 
 @registered
 class GradedSinusoidalPositionalEncoding(SinusoidalPositionalEncoding, GradedExercise):
-    reference_name = "the formula evaluated in float64"
     mistakes = {mistake: _table(**switch) for mistake, switch in SWITCHES.items()}
 
     def reference(self, case, device):
         return _table()(case, device)
 
     def evaluate(self, case, got, device):
-        expect_float32_table(got["pe"], self.name, str(case))
-        d_model = case.params["d_model"]
-        compare_outputs(got, self.expected(case, device), self.name, str(case),
-                        atol=angle_tolerance(case.params["max_len"]), against=f"the formula ({FORMULA})",
+        max_len, d_model = case.params["max_len"], case.params["d_model"]
+        what = f"{self.name}({max_len}, {d_model})"  # worded as the visible check words it
+        expect_float32_table(got["pe"], what, str(case))
+        compare_outputs(got, self.expected(case, device), what, str(case),
+                        atol=angle_tolerance(max_len), against=FORMULA,
                         variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()},
                         hint=lambda key, have: property_hint(have, d_model) or None)

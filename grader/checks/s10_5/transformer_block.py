@@ -29,7 +29,6 @@ CASES = [
 
 @registered
 class GradedTransformerBlock(TransformerBlockModule, GradedExercise):
-    reference_name = "the PyTorch reference"
 
     def cases(self):
         return CASES

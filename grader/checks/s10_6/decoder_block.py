@@ -31,7 +31,6 @@ CASES = [
 
 @registered
 class GradedDecoderBlock(DecoderBlockModule, GradedExercise):
-    reference_name = "nn.TransformerDecoderLayer"
 
     def cases(self):
         return CASES

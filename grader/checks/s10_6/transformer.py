@@ -21,7 +21,6 @@ CASES = [
 
 @registered
 class GradedTransformer(TransformerModel, GradedExercise):
-    reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer"
 
     def cases(self):
         return CASES

@@ -24,7 +24,6 @@ CASES = [  # name, seed, B, n, V, pad_id, padded positions of row 0, label_smoot
 
 @registered
 class GradedLmLoss(LmLoss, GradedExercise):
-    reference_name = "F.cross_entropy(ignore_index, label_smoothing)"
 
     def cases(self):
         return CASES
