@@ -83,7 +83,7 @@ EXPECTED = {
     "cheat-fake-grader": (0, 0, "flagged", "saved no record"),
     "cheat-edit-checks": (0, 2, "flagged", "in a clean process"),
     "cheat-skip-check": (0, 2, "flagged", "saved no record"),
-    "cheat-reference": (0, 2, "flagged", "calls torch.nn.functional.linear"),
+    "cheat-reference": (0, 2, "flagged", "qkv_projections calls linear"),
     # hostile, graded first: each fails to do harm, is flagged, and keeps its honest points
     "0-rewrites-checks": (2, 2, "flagged", "looks up where modules are installed"),
     "0-rewrites-course": (2, 2, "flagged", "looks up where modules are installed"),

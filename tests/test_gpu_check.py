@@ -42,7 +42,8 @@ def test_make_target_runs_the_module(tmp_path):
     venv = Path(sys.prefix)
     done = subprocess.run(["make", "-n", "-o", str(venv / ".installed"), "gpu-check", f"VENV={venv}",
                            f"GPU_CHECK_OUT={tmp_path}", "--no-print-directory"], cwd=ROOT,
-                          capture_output=True, text=True, check=True, env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
     assert done.stdout.split() == [f"{venv}/bin/python", "-m", "bench.gpu_check", "--out", str(tmp_path)]
 
 
