@@ -238,13 +238,17 @@ def watching_shipped_checks() -> Iterator[set[str]]:
         sys.setprofile(previous)
 
 
+#: Every kernel of PyTorch's likelihood losses, forward and backward (tests/test_operator_walk.py finds
+#: F.cross_entropy's backward, aten.nll_loss_backward, among lm_loss's reference operators).
+LOSS_KERNELS = Family("F.nll_loss", ("nll_loss", "cross_entropy"))
+
 #: 10.7's lm_loss: PyTorch's losses (F.cross_entropy runs log_softmax then nll_loss); with SOFTMAX.
 LOSSES = forbid(
     {"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss", "torch._C._nn.cross_entropy_loss",
      "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd", "torch._C._nn.nll_loss2d",
      "aten.cross_entropy_loss", "aten.nll_loss", "aten.nll_loss_nd", "aten.nll_loss2d",
      "aten.nll_loss_forward", "aten.nll_loss2d_forward"},
-    {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"})
+    {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"}, (LOSS_KERNELS,))
 
 #: Every normalisation kernel: an RMSNorm is one of any of them (a LayerNorm, or a GroupNorm of one
 #: group, of [x, -x] has mean 0 and the mean square of x as its variance).
