@@ -1,8 +1,9 @@
 """Is every door to an exercise's reference closed by construction (issue 33)?
 
 For every registered exercise whose answer is a computation, the walk records the ATen operators
-its reference runs on one visible case, and those its right answers run on the same case (the
-instructor's solution and the others declared in tests/answers/). The reference's *signature* is the
+its reference runs on each visible case (PyTorch's modules on their fused path too), keeps the case
+where it runs the most, and records there those its right answers run (the instructor's solution and
+the others declared in tests/answers/). The reference's *signature* is the
 difference: what the reference computes with and no right answer needs. Every signature operator must
 earn no credit in that exercise (``Forbidden.operator_hit``), or be said here why it may run.
 """
@@ -58,12 +59,13 @@ def with_fast_paths(call) -> frozenset[str]:
         if replaying or not type(module).__module__.startswith("torch.nn."):
             return
         replaying.append(module)
-        training = module.training
+        modes = {m: m.training for m in module.modules()}
         try:
             with torch.no_grad():
                 module.eval()(*args, **kwargs)
         finally:
-            module.train(training)
+            for m, training in modes.items():
+                m.training = training
             replaying.pop()
 
     handle = torch.nn.modules.module.register_module_forward_hook(replay, with_kwargs=True)
@@ -244,3 +246,18 @@ def test_the_walk_names_a_door_left_open(name, family):
                         operators=tuple((op, label) for op, label in forbidden.operators if label != family))
     assert unexplained(name, open_door), f"{name}: the walk names nothing without {family}"
     assert not unexplained(name)
+
+
+def test_harmless_hides_no_kernel_of_a_reference():
+    """Is no operator let through as harmless (pointwise, a view, HARMLESS) forbidden in an exercise whose
+    reference runs it, and are the kernels of the references never taken for harmless?"""
+    for name in COMPUTING:
+        found, forbidden = walk(name), EXERCISES[name].forbidden
+        hidden = [op for op in found.reference if harmless(op) and forbidden.operator_hit(op)]
+        assert not hidden, f"{name}: {hidden} are forbidden, yet let through as harmless"
+    for kernel in ("aten._softmax", "aten._safe_softmax", "aten.nll_loss_forward", "aten.native_layer_norm",
+                   "aten.native_group_norm", "aten._fused_rms_norm", "aten._native_multi_head_attention",
+                   "aten._transformer_encoder_layer_fwd", "aten._scaled_dot_product_flash_attention_for_cpu",
+                   "aten.multinomial", "aten.mm", "aten.sum"):
+        assert harmless(kernel) is None, kernel
+    assert harmless("aten.add") and harmless("aten.transpose")
