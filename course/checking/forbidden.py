@@ -14,7 +14,9 @@ so the visible check refuses such a call with the words grading uses. Two tripwi
 Besides the names listed one by one, an exercise forbids whole families of operators,
 picked by name: every kernel whose name says ``softmax`` (``aten._masked_softmax``,
 ``quantized.softmax`` ...) or ``attention``, however it is reached and whatever PyTorch
-adds next (tests/test_tripwire.py walks the operators this torch registers). An attention
+adds next (tests/test_tripwire.py walks the operators this torch registers). Which operators an
+exercise must forbid is derived, not guessed: tests/test_operator_walk.py records what each reference
+runs and its right answers do not, and fails on any such operator left open here. An attention
 kernel computes a softmax too (one query, the logits as keys, an identity as the values),
 so the softmax exercise forbids both families.
 
