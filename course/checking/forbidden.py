@@ -14,7 +14,9 @@ so the visible check refuses such a call with the words grading uses. Two tripwi
 Besides the names listed one by one, an exercise forbids whole families of operators,
 picked by name: every kernel whose name says ``softmax`` (``aten._masked_softmax``,
 ``quantized.softmax`` ...) or ``attention``, however it is reached and whatever PyTorch
-adds next (tests/test_tripwire.py walks the operators this torch registers). An attention
+adds next (tests/test_tripwire.py walks the operators this torch registers). Which operators an
+exercise must forbid is derived, not guessed: tests/test_operator_walk.py records what each reference
+runs and its right answers do not, and fails on any such operator left open here. An attention
 kernel computes a softmax too (one query, the logits as keys, an identity as the values),
 so the softmax exercise forbids both families.
 
@@ -238,13 +240,17 @@ def watching_shipped_checks() -> Iterator[set[str]]:
         sys.setprofile(previous)
 
 
+#: Every kernel of PyTorch's likelihood losses, forward and backward (tests/test_operator_walk.py finds
+#: F.cross_entropy's backward, aten.nll_loss_backward, among lm_loss's reference operators).
+LOSS_KERNELS = Family("F.nll_loss", ("nll_loss", "cross_entropy"))
+
 #: 10.7's lm_loss: PyTorch's losses (F.cross_entropy runs log_softmax then nll_loss); with SOFTMAX.
 LOSSES = forbid(
     {"torch.nn.functional.cross_entropy", "torch.nn.functional.nll_loss", "torch._C._nn.cross_entropy_loss",
      "torch._C._nn.nll_loss", "torch._C._nn.nll_loss_nd", "torch._C._nn.nll_loss2d",
      "aten.cross_entropy_loss", "aten.nll_loss", "aten.nll_loss_nd", "aten.nll_loss2d",
      "aten.nll_loss_forward", "aten.nll_loss2d_forward"},
-    {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"})
+    {"aten.nll_loss_forward": "F.nll_loss", "aten.nll_loss2d_forward": "F.nll_loss"}, (LOSS_KERNELS,))
 
 #: Every normalisation kernel: an RMSNorm is one of any of them (a LayerNorm, or a GroupNorm of one
 #: group, of [x, -x] has mean 0 and the mean square of x as its variance).

@@ -21,7 +21,7 @@ from course.visible.s10_6.transformer import (
     NO_TGT_POSITIONS,
     PROBABILITIES,
 )
-from tests.answers import bug, right
+from tests.answers import bug, right, with_torch_attention
 from tests.answers.s10_6 import given
 
 EXERCISE = "Transformer"
@@ -306,5 +306,7 @@ def answers(solution):
             mistake=CREATION_ORDER),
         bug("decoder blocks created before the encoder's", DecoderBeforeEncoder,
             hidden=r"order src_embed, tgt_embed, decoder_layers, encoder_layers", mistake=CREATION_ORDER),
+        bug("nn.MultiheadAttention core in every block", with_torch_attention(TransformerBase),
+            hidden=r"No credit.*multi_head_attention_forward"),
         bug("causal mask on the CPU", CausalOnCPU, hidden=r"fixed device|without a device"),
     ]

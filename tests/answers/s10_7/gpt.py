@@ -19,7 +19,7 @@ from course.visible.s10_7.gpt import (
     SCALED,
     SINUSOIDAL,
 )
-from tests.answers import bug, right
+from tests.answers import bug, right, with_torch_attention
 
 EXERCISE = "GPT"
 
@@ -198,6 +198,8 @@ def answers(solution):
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),
+        bug("nn.MultiheadAttention core in every block", with_torch_attention(c["Written"]),
+            hidden=r"No credit.*multi_head_attention_forward"),
         bug("lm_head with a bias", c["HeadBias"], hidden="no bias"),
         bug("submodules out of order", c["NormFirstCreated"], hidden="order"),
         bug("causal mask on a fixed device", c["FixedDevice"], hidden="without a device"),

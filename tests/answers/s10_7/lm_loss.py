@@ -141,6 +141,16 @@ def calls_nll_loss(logits, targets, pad_id, label_smoothing=0.0):
     return (1 - label_smoothing) * nll - label_smoothing * log_probs[keep].mean(-1).mean()
 
 
+def nll_loss_kernel(logits, targets, pad_id, label_smoothing=0.0):
+    """F.nll_loss's kernel through torch.ops, the function modes off: only the operator tripwire sees it."""
+    V = logits.shape[-1]
+    log_probs = (logits - torch.logsumexp(logits, -1, keepdim=True)).view(-1, V)  # (B n, V)
+    with torch._C.DisableTorchFunction():
+        nll, _ = torch.ops.aten.nll_loss_forward(log_probs, targets.view(-1), None, 1, pad_id)  # 1: mean
+    keep = targets.view(-1) != pad_id
+    return (1 - label_smoothing) * nll - label_smoothing * log_probs[keep].mean(-1).mean()
+
+
 def as_float(logits, targets, pad_id, label_smoothing=0.0):
     return loss_logsumexp(logits, targets, pad_id, label_smoothing).item()
 
@@ -177,6 +187,8 @@ def answers(solution):
         bug("calls F.cross_entropy", calls_cross_entropy, hidden="No credit.*cross_entropy"),
         bug("calls torch.log_softmax", calls_log_softmax, hidden="No credit.*log_softmax"),
         bug("calls F.nll_loss", calls_nll_loss, hidden="No credit.*nll_loss"),
+        bug("aten.nll_loss_forward, function modes off", nll_loss_kernel,
+            hidden="No credit.*nll_loss_forward"),
         bug("returns a float", as_float, hidden="should be a torch.Tensor"),
         bug("logits detached", detached, hidden="no gradient"),
         bug("weights on a fixed device", fixed_device_weights, hidden="without a device"),

@@ -77,6 +77,29 @@ class CallsRmsNorm(Base):
         return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
 
 
+class Mirrored(Base):
+    """x / rms(x) as the first half of a normalisation of PyTorch's applied to [x, -x], which has mean 0 and
+    the mean square of x as its variance: a right value, by the reference's door (``norm(y, eps)``)."""
+
+    def norm(self, y):
+        raise NotImplementedError
+
+    def forward(self, x):
+        d = x.shape[-1]
+        y = torch.cat([x, -x], -1)  # (..., 2 d): mean 0, variance mean(x**2)
+        return self.weight * self.norm(y)[..., :d]
+
+
+class ByGroupNorm(Mirrored):
+    def norm(self, y):  # one group: each row of (rows, 2 d) normalised
+        return F.group_norm(y.reshape(-1, y.shape[-1]), 1, eps=self.eps).view_as(y)
+
+
+class ByLayerNorm(Mirrored):
+    def norm(self, y):
+        return F.layer_norm(y, y.shape[-1:], eps=self.eps)
+
+
 class WithBias(Divide):
     def __init__(self, d_model, eps=1e-6):
         super().__init__(d_model, eps)
@@ -143,6 +166,8 @@ def answers(solution):
         bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
         bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
         bug("calls F.rms_norm", CallsRmsNorm, hidden="No credit.*rms_norm"),
+        bug("F.group_norm of one group of [x, -x]", ByGroupNorm, hidden="No credit.*group_norm"),
+        bug("F.layer_norm of [x, -x]", ByLayerNorm, hidden="No credit.*layer_norm"),
         bug("with a bias", WithBias, hidden="bias"),
         bug("weight starts random", RandomStart, hidden="start as ones"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),

@@ -21,7 +21,7 @@ next_token_probs = None
 
 
 def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_early=True, keep_prompt=True,
-         no_grad=True, categorical=False, gumbel=False, placed=True):
+         no_grad=True, categorical=False, gumbel=False, kernel=False, placed=True):
     def sample(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None,
                eos_id=None):
         max_len = model.pos_embed.num_embeddings - truncate
@@ -35,6 +35,9 @@ def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_earl
             elif gumbel:  # the Gumbel-max trick: the same distribution, drawn without torch.multinomial
                 noise = torch.empty_like(probs).exponential_(generator=generator)
                 token = (probs / noise).argmax(dim=-1, keepdim=True)
+            elif kernel:  # torch.multinomial's kernel through torch.ops, the function modes off
+                with torch._C.DisableTorchFunction():
+                    token = torch.ops.aten.multinomial(probs, 1, generator=generator)
             elif per_row:
                 token = torch.cat([torch.multinomial(row[None], 1, generator=generator) for row in probs])
             else:
@@ -82,6 +85,8 @@ def answers(solution):
         bug("torch.distributions.Categorical", make(categorical=True), mistake=NOT_SEEDED),
         bug("one draw per row", make(per_row=True), hidden="multinomial call", mistake=SEVERAL_DRAWS),
         bug("Gumbel-max, no torch.multinomial", make(gumbel=True), hidden="multinomial call",
+            mistake=SEVERAL_DRAWS),
+        bug("aten.multinomial, function modes off", make(kernel=True), hidden="multinomial call",
             mistake=SEVERAL_DRAWS),
         bug("not truncated", make(truncate=-1), hidden="too many tokens", mistake=NOT_TRUNCATED),
         bug("truncated one short", make(truncate=1), hidden="fed the model the last"),
