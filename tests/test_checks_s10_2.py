@@ -4,14 +4,15 @@ import torch
 
 from course.visible.s10_2.scaled_dot_product_attention import ScaledDotProductAttention
 from course.visible.s10_2.scaled_dot_product_attention import inputs as attention_inputs
-from grader.checks.s10_2.scaled_dot_product_attention import CASES
+from grader.checks import s10_2
 
 ASSIGNMENT = "10.2-scaled-dot-product-attention"
 
 
 def test_masked_keys_get_no_gradient(solution):
     """Does the reference give zero gradient to keys no query may see (what the check compares)?"""
-    case = next(c for c in CASES if c.params["mask"] == "padding")
+    graded = s10_2.EXERCISES["scaled_dot_product_attention"].cases()
+    case = next(c for c in graded if c.params["mask"] == "padding")
     cpu = torch.device("cpu")
     outputs = ScaledDotProductAttention().run(solution["scaled_dot_product_attention"], case, cpu)
     _, mask = attention_inputs(case, cpu)

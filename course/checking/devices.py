@@ -1,14 +1,17 @@
-"""Tensors made on a fixed device, found on the CPU alone: the same probe on both sides.
+"""Tensors made on a fixed device, found on the CPU alone: one probe for both sides.
 
-Code that creates a tensor without ``device=`` (``torch.arange(n)`` inside ``apply_rotary``)
-is right on the CPU and fails on a GPU. :func:`check_unplaced_tensors` runs learner code on
-CPU inputs with every tensor a factory function creates without a device moved to PyTorch's
-'meta' device: an unplaced tensor then meets the CPU inputs and fails with a device mismatch,
-on any machine. Code that places its tensors (``device=x.device``) never touches 'meta', so a
-right answer pays nothing; a visible check adopts it with one line after its cases.
+Code that creates a tensor without ``device=`` (``torch.arange(n)`` inside ``apply_rotary``) or on
+a device named in the code (``device="cpu"``, ``.cpu()``) is right on the CPU and fails on a GPU.
+The engine (:meth:`course.checking.Exercise.probe_devices`) finds it on any machine, after the
+cases, in two runs of learner code that meet PyTorch's 'meta' device:
 
-A tensor moved to the CPU by name (``t.cpu()``, ``t.to("cpu")``) is on the CPU on any machine:
-it goes to 'meta' as well. A tensor on 'meta' moved to a device given by a tensor or a
+- :func:`check_device_independence`: every input on 'meta'; a tensor made on the CPU meets them;
+- :func:`check_unplaced_tensors`: CPU inputs, with every tensor learner code makes without a
+  device, or moves to the CPU by name, on 'meta' (:class:`UnplacedOnMeta`): this run has real
+  values, so code that reads them (a decoding loop that stops at ``eos``) gets far enough.
+
+Code that places its tensors (``device=x.device``) never touches 'meta' in the second run, so a
+right answer pays nothing. A tensor on 'meta' moved to a device given by a tensor or a
 ``torch.device`` (``t.to(x.device)``, ``t.to(x)``, ``t.type_as(x)``, ``y.copy_(t)``) is where the
 code puts it on a GPU too: it comes back as a stand-in of zeros on that device, and the run goes
 on (its values are not looked at: only a device mismatch counts).
@@ -28,9 +31,22 @@ FACTORIES = frozenset(f"torch.{name}" for name in (
     "arange", "zeros", "ones", "full", "empty", "tensor", "linspace", "logspace", "eye", "rand",
     "randn", "randint", "randperm", "as_tensor", "empty_strided"))
 
-UNPLACED = ("{exercise} creates a tensor without a device (torch.arange(n), torch.zeros(...)): it lands "
-            "on the CPU even when the inputs are on a GPU, and fails there. Create new tensors with "
-            "device=x.device (or torch.zeros_like(x), x.new_ones(...)).")
+#: What both sides say of code that makes a tensor on a fixed device.
+FIXED_DEVICE = ("{exercise} creates a tensor on a fixed device (made without a device, as torch.arange(n) "
+                "or torch.zeros(...) are, or on the CPU by name): right on the CPU, it fails wherever "
+                "the inputs are on another device, such as a GPU. Create new tensors with "
+                "device=x.device (or torch.zeros_like(x), x.new_ones(...)).")
+
+#: The exercises the probe cannot apply to, and why (predictions, whose answer is a value, need
+#: none either). Every other exercise's visible cases meet 'meta' on both sides.
+WITHOUT_DEVICE_PROBE: dict[str, str] = {
+    "dot_product_variance": "takes sizes, no tensor: there is no input device to follow",
+    "sinusoidal_positional_encoding": "takes sizes, no tensor: there is no input device to follow",
+    "relative_shift_matrix": "takes sizes, no tensor: there is no input device to follow",
+    "warmup_cosine_lr": "numbers in, a number out",
+    "bpe_train": "words in, merges out: no tensor",
+    "bpe_encode": "words and merges in, tokens out: no tensor",
+}
 
 
 #: Moves to a device given by a tensor or a ``torch.device``: a tensor on 'meta' becomes a stand-in.
@@ -91,12 +107,24 @@ def is_device_mismatch(error: BaseException) -> bool:
     return "expected device" in text or "same device" in text
 
 
-def check_unplaced_tensors(exercise: str, call: Callable[[], object]) -> None:
-    """Fail if ``call()`` (learner code on CPU inputs, built outside it) creates a tensor without
-    a device; its other errors say nothing about devices and are left to the other checks."""
+def expect_placed(exercise: str, call: Callable[[], object]) -> None:
+    """Fail with :data:`FIXED_DEVICE` if ``call()`` fails with a device mismatch; its other errors
+    (on 'meta': ``.item()``, unsupported ops) say nothing about devices and are left to the cases."""
     try:
-        with UnplacedOnMeta():
-            call()
+        call()
     except Exception as error:  # noqa: BLE001 - learner code
         if is_device_mismatch(error) or is_device_mismatch(error.__cause__ or error):
-            raise CheckFailure(UNPLACED.format(exercise=exercise)) from None
+            raise CheckFailure(FIXED_DEVICE.format(exercise=exercise)) from None
+
+
+def check_device_independence(exercise: str, call: Callable[[torch.device], object]) -> None:
+    """Fail if ``call(device)`` (learner code on inputs it builds on ``device``) meets a tensor of
+    another device when every input is on 'meta': it made one on a fixed device."""
+    expect_placed(exercise, lambda: call(torch.device("meta")))
+
+
+def check_unplaced_tensors(exercise: str, call: Callable[[], object]) -> None:
+    """Fail if ``call()`` (learner code on CPU inputs, built outside it) creates a tensor without
+    a device or moves one to the CPU by name."""
+    with UnplacedOnMeta():
+        expect_placed(exercise, call)

@@ -7,18 +7,26 @@ visible check runs those cases (:meth:`Exercise.run_cases`); the hidden check is
 subclass that adds grading's own: more instances of the same kinds of case, a second device,
 records. Learner code is always called through :meth:`Exercise.call`, under the tripwires of
 ``forbidden`` on both sides (:mod:`course.checking.forbidden`): a call to the reference fails the
-visible check with grading's words.
+visible check with grading's words. After the cases, both sides run the one device probe
+(:meth:`Exercise.probe_devices`, :mod:`course.checking.devices`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 import torch
 
+from course.checking.devices import (
+    WITHOUT_DEVICE_PROBE,
+    UnplacedOnMeta,
+    check_device_independence,
+    expect_placed,
+)
 from course.checking.failure import CheckFailure
 from course.checking.forbidden import NOTHING, Forbidden, call_guarded
 from course.checking.mistakes import Mistake
@@ -51,6 +59,10 @@ class Exercise:
     visible_cases: Sequence[Case] = ()
     #: What learner code may not call: the reference it is graded against.
     forbidden: Forbidden = NOTHING
+    #: Does learner code take tensors (a prediction's answer is a value: no device to follow)?
+    takes_tensors = True
+    #: True during the device probe's run on the CPU: learner code makes its unplaced tensors on 'meta'.
+    _unplaced_on_meta = False
 
     def cases(self) -> Sequence[Case]:
         """The cases this side runs (grading's subclass lists its own)."""
@@ -59,11 +71,18 @@ class Exercise:
     def call(self, case: Case, function, *args, **kwargs):
         """Call learner code on ``case``; its errors become failures that name the case, a call
         to the reference a :class:`~course.checking.forbidden.ForbiddenCall`."""
-        return call_guarded(self.name, self.forbidden, str(case), function, *args, **kwargs)
+        with self.learner_code():
+            return call_guarded(self.name, self.forbidden, str(case), function, *args, **kwargs)
+
+    def learner_code(self):
+        """The context learner code runs in (:meth:`call`'s, for a check that calls it otherwise):
+        during the device probe's run on the CPU, its unplaced tensors go to 'meta'."""
+        return UnplacedOnMeta() if self._unplaced_on_meta else nullcontext()
 
     def build(self, impl, case: Case, *args, **kwargs) -> torch.nn.Module:
-        """The learner's module for ``case`` (its class called with ``args``), in the case's dtype."""
-        module = self.call(case, impl, *args, **kwargs)
+        """The learner's module for ``case`` (its class called with ``args``), in the case's dtype;
+        its constructor may make parameters without a device (``.to(device)`` moves them)."""
+        module = call_guarded(self.name, self.forbidden, str(case), impl, *args, **kwargs)
         if not isinstance(module, torch.nn.Module):
             raise CheckFailure(f"{self.name}(...) should create an nn.Module, not a {type(module).__name__}.")
         return module.to(dtype=case.dtype)
@@ -91,14 +110,35 @@ class Exercise:
                         variants=variants, device=device)
 
     def extra_checks(self, impl, device: torch.device) -> None:
-        """Checks beyond the cases: errors for bad arguments, tensors made without a device."""
+        """Checks beyond the cases (errors for bad arguments); the device probe follows them."""
+
+    @property
+    def probes_devices(self) -> bool:
+        """Does the device probe apply (all but predictions and :data:`WITHOUT_DEVICE_PROBE`)?"""
+        return self.takes_tensors and self.name not in WITHOUT_DEVICE_PROBE
+
+    def probe_devices(self, impl) -> None:
+        """Every visible case again, first with every input on 'meta', then on the CPU with the
+        tensors learner code makes without a device on 'meta': a tensor made on a fixed device
+        fails one of them, on any machine (:mod:`course.checking.devices`)."""
+        if not self.probes_devices:
+            return
+        for case in self.visible_cases:
+            check_device_independence(self.name, partial(self.run, impl, case))
+            self._unplaced_on_meta = True
+            try:
+                expect_placed(self.name, partial(self.run, impl, case, torch.device("cpu")))
+            finally:
+                del self._unplaced_on_meta
 
     def run_cases(self, impl, device: torch.device | str = "cpu") -> None:
-        """Every case against the reference, then the extra checks: the visible check."""
+        """Every case against the reference, the extra checks, then the device probe: the visible
+        check."""
         device = torch.device(device)
         for case in self.cases():
             self.evaluate(case, self.run(impl, case, device), device)
         self.extra_checks(impl, device)
+        self.probe_devices(impl)
 
 
 def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,

@@ -38,6 +38,8 @@ def digest(name: str, answer: str) -> str:
 class Prediction(Exercise):
     """A number or a choice; subclasses fill in ``name``, ``question``, ``answer`` and ``wrong``."""
 
+    takes_tensors = False
+
     #: The question in a few words, as the messages say it ("the variance of q·k at d_k = 64").
     question: str = ""
     #: The letters of a choice ("a", "b", "c"); empty for a number.

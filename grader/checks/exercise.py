@@ -16,7 +16,6 @@ from dataclasses import replace
 import torch
 
 from course import checking
-from course.checking.devices import check_unplaced_tensors, is_device_mismatch  # noqa: F401 - the checks' names
 from course.checking.exercise import seeded_parameters  # noqa: F401
 from course.checking.modules import load_parameters  # noqa: F401
 from course.checking.registry import save_outcome, submodules
@@ -79,31 +78,6 @@ class GradedExercise(checking.Exercise):
         self.probe_devices(impl)
         record.passed = True
 
-    @property
-    def probes_devices(self) -> bool:
-        """Does the engine run this exercise's visible cases on 'meta' too?"""
-        return self.name not in WITHOUT_DEVICE_PROBE and not isinstance(self, checking.Prediction)
-
-    def probe_devices(self, impl) -> None:
-        """Every visible case again with every input on 'meta' (:func:`check_device_independence`),
-        unless the exercise is one of :data:`WITHOUT_DEVICE_PROBE`."""
-        if not self.probes_devices:
-            return
-        for case in self.visible_cases:
-            check_device_independence(self.name, lambda dev, case=case: self.run(impl, case, dev))
-
-
-#: The exercises the device probe cannot apply to, and why (predictions, whose answer is a value,
-#: need none either). Every other exercise runs its visible cases on 'meta' too.
-WITHOUT_DEVICE_PROBE: dict[str, str] = {
-    "dot_product_variance": "takes sizes, no tensor: there is no input device to follow",
-    "sinusoidal_positional_encoding": "takes sizes, no tensor: there is no input device to follow",
-    "relative_shift_matrix": "takes sizes, no tensor: there is no input device to follow",
-    "warmup_cosine_lr": "numbers in, a number out",
-    "bpe_train": "words in, merges out: no tensor",
-    "bpe_encode": "words and merges in, tokens out: no tensor",
-}
-
 
 # ---------------------------------------------------------------- registering exercises
 
@@ -138,21 +112,3 @@ single_thread = checking.single_thread
 forward_backward = checking.with_gradients
 expect_value_error = checking.expect_value_error
 
-
-def check_device_independence(exercise: str, call: Callable[[torch.device], object]) -> None:
-    """Run learner code with every input on the 'meta' device.
-
-    Code that creates a tensor on a fixed device (``device="cpu"``, ``.cuda()``) then
-    fails with a device mismatch, even on a machine without a GPU. Other errors on
-    'meta' (``.item()``, unsupported ops) say nothing about devices and are ignored.
-    """
-    try:
-        call(torch.device("meta"))
-    except Exception as error:  # noqa: BLE001 - learner code
-        raw = error.__cause__ if isinstance(error, CheckFailure) and error.__cause__ else error
-        if is_device_mismatch(raw):
-            raise CheckFailure(
-                f"{exercise} creates a tensor on a fixed device: with inputs on another "
-                f"device it fails with '{str(raw).splitlines()[0]}'. Create new tensors with "
-                "device=x.device (or torch.zeros_like(x), x.new_ones(...))."
-            ) from None

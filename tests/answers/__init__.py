@@ -23,9 +23,6 @@ from course import progress
 from course.checking import Mistake
 from course.checking.registry import submodules
 
-#: Why only grading can see a bug: it makes tensors on a fixed device (a call to the reference
-#: fails both sides, course.checking.forbidden).
-DEVICE = "fixed device"
 ROOT = Path(__file__).resolve().parents[2]
 _SECTION = re.compile(r"s(\d+)_(\d+)")
 
@@ -118,8 +115,8 @@ def with_torch_attention(model):
     return WithTorchAttention
 
 
-#: What the hidden checks say of such a bug (check_device_independence, check_unplaced_tensors).
-ON_A_FIXED_DEVICE = r"fixed device|without a device"
+#: What both sides say of such a bug (the engine's device probe, course.checking.devices).
+ON_A_FIXED_DEVICE = r"fixed device"
 
 
 @dataclass(frozen=True)

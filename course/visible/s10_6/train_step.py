@@ -26,7 +26,6 @@ from course.checking import (
     Exercise,
     Mistake,
     Outputs,
-    check_unplaced_tensors,
     close,
     generator,
     passed,
@@ -379,11 +378,6 @@ class TrainStep(Exercise):
                            f"{what_differs(key, got[key][call], want[key][call])}.")
                 extra = mistake.sentence() if mistake else WHERE_TO_LOOK[key]
                 raise CheckFailure(f"{message}\n{extra}", mistake)
-
-    def extra_checks(self, impl, device):
-        trial = build(SETTINGS[1], torch.float32, torch.device("cpu"))  # made outside the probe
-        (src, tgt), options = trial.batches[0], trial.options()
-        check_unplaced_tensors(self.name, lambda: impl(trial.model, src, tgt, trial.optimizer, **options))
 
 
 @visible_check

@@ -25,7 +25,6 @@ from course.checking import (
     CheckFailure,
     Exercise,
     Mistake,
-    check_unplaced_tensors,
     close,
     expect_shape,
     expect_tensor,
@@ -286,9 +285,6 @@ class GPTModel(Exercise):
 
     def extra_checks(self, impl, device):
         self.embedding_dropout(impl, self.dropout_config)
-        cfg = Config(9, 4, 2, 8, 2, 6, 0)
-        probe, ids = self.call("GPT(9, 4, 2, 8, 2, 6)", impl, *cfg.args()), make_ids(cfg, 2, 5, 1, 0)
-        check_unplaced_tensors(self.name, lambda: probe(ids))  # ids made outside the probe
 
     def embedding_dropout(self, impl, cfg: Config) -> None:
         """GPT(..., dropout=1.0) in train mode: dropout on the embeddings' sum zeroes what enters the

@@ -52,7 +52,7 @@ def shift_positions(k: int, device: torch.device) -> torch.Tensor:
 
 def _outputs(M: torch.Tensor, case: Case, device: torch.device) -> Outputs:
     pe = encoding(shift_positions(case.params["k"], device), case.params["d_model"])  # (P, d_model), float64
-    return {"M @ pe[pos]": pe @ M.T, "M": M}  # row j: (M @ pe[pos_j])^T
+    return {"output": pe @ M.T, "M": M}  # output: M @ pe[pos], row j (M @ pe[pos_j])^T
 
 
 def _mistake(switch):
@@ -72,12 +72,14 @@ class GradedRelativeShiftMatrix(RelativeShiftMatrix, GradedExercise):
 
     def reference(self, case, device):
         k, d = case.params["k"], case.params["d_model"]
-        return {"M @ pe[pos]": encoding(shift_positions(k, device) + k, d), "M": shift_matrix(k, d, device)}
+        return {"output": encoding(shift_positions(k, device) + k, d), "M": shift_matrix(k, d, device)}
 
     def evaluate(self, case, got, device):
-        compare_outputs(got, self.expected(case, device), self.name, str(case),
-                        atol=2 * angle_tolerance(abs(case.params["k"]) + 1),
-                        against={"M @ pe[pos]": AGAINST, "M": "the block-diagonal rotation matrix"},
-                        variants={m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()
-                                  if m is not (TRANSPOSED if case.params["k"] < 0 else ABS_K)})
-                        # for k < 0 the transposed rotation is the shift by |k|: name the sign
+        """M @ pe[pos] in the visible check's words, then M itself."""
+        k, want = case.params["k"], self.expected(case, device)
+        variants = {m: (lambda run=run: run(case, device)) for m, run in self.mistakes.items()
+                    if m is not (TRANSPOSED if k < 0 else ABS_K)}  # k < 0: transposed is the shift by |k|
+        for key, what, against in (("output", f"M @ pe[pos] for k={k}", AGAINST),
+                                   ("M", self.name, "the block-diagonal rotation matrix")):
+            compare_outputs(got, {key: want[key]}, what, str(case), atol=2 * angle_tolerance(abs(k) + 1),
+                            against=against, variants=variants)

@@ -9,26 +9,17 @@ from course.checking import Case
 from course.visible.s10_5.transformer_block import TransformerBlockModule, dims
 from grader.checks.exercise import GradedExercise, registered
 
+#: Grading's own, after the visible cases re-seeded.
 CASES = [
-    Case("post-norm, relu, no mask", 820, dims(2, 5, 12, 4, 20, "relu", False), kind="post-norm, no mask"),
-    Case("post-norm, gelu, padding mask", 821, dims(3, 5, 12, 3, 16, "gelu", False, "padding"),
-         kind="post-norm, padding mask"),
-    Case("post-norm, relu, causal mask", 822, dims(2, 6, 8, 2, 24, "relu", False, "causal"),
-         kind="post-norm, causal mask"),
-    Case("pre-norm, relu, no mask", 823, dims(2, 5, 12, 4, 20, "relu", True), kind="pre-norm, no mask"),
-    Case("pre-norm, gelu, padding and causal mask", 824,
+    Case("float64, post-norm, relu, no mask", 820, dims(2, 5, 12, 4, 20, "relu", False),
+         kind="post-norm, no mask"),
+    Case("float64, pre-norm, gelu, padding and causal mask", 824,
          dims(2, 6, 12, 3, 16, "gelu", True, "padding+causal"), kind="pre-norm, padding and causal mask"),
-    Case("pre-norm, relu, a different mask per head", 825, dims(2, 5, 8, 2, 12, "relu", True, "random"),
-         kind="pre-norm, a mask per head"),
     Case("float32, post-norm, gelu, causal mask", 826, dims(2, 6, 12, 4, 20, "gelu", False, "causal"),
          torch.float32, kind="post-norm, causal mask"),
-    Case("float32, pre-norm, relu, padding mask", 827, dims(3, 5, 12, 4, 20, "relu", True, "padding"),
-         torch.float32, kind="pre-norm, padding mask"),
 ]
 
 
 @registered
 class GradedTransformerBlock(TransformerBlockModule, GradedExercise):
-
-    def cases(self):
-        return CASES
+    own_cases = CASES

@@ -9,17 +9,11 @@ import torch
 from course.visible.s10_6.decoder_block import DecoderBlockModule, decoder_case
 from grader.checks.exercise import GradedExercise, registered
 
+#: Grading's own, after the visible cases re-seeded.
 CASES = [
     decoder_case("post-norm, no masks", 720, "none", False),
-    decoder_case("post-norm, causal target mask", 721, "causal", False),
-    decoder_case("post-norm, causal mask and source padding", 722, "causal", True),
-    decoder_case("pre-norm, causal mask and source padding", 723, "causal", True, norm_first=True),
-    decoder_case("pre-norm, GELU, target padding too", 724, "causal+padding", True, norm_first=True,
-                 activation="gelu"),
-    decoder_case("post-norm, GELU, source padding only", 725, "none", True, activation="gelu"),
-    decoder_case("dropout=0.1 in eval() mode", 726, "causal", True, dropout=0.1),
+    decoder_case("float64, post-norm, causal mask and source padding", 722, "causal", True),
     decoder_case("float32, pre-norm", 727, "causal", True, torch.float32, norm_first=True),
-    decoder_case("float32, post-norm", 728, "causal", True, torch.float32),
     decoder_case("post-norm, GELU, dropout=1.0 in train() mode", 729, "causal+padding", True,
                  activation="gelu", dropout=1.0, train=True),
     decoder_case("pre-norm, dropout=1.0 in train() mode, float32", 719, "causal", True, torch.float32,
@@ -31,6 +25,4 @@ CASES = [
 
 @registered
 class GradedDecoderBlock(DecoderBlockModule, GradedExercise):
-
-    def cases(self):
-        return CASES
+    own_cases = CASES

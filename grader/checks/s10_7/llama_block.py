@@ -14,6 +14,8 @@ CASES = [
                kind="no mask, another eps"),
     block_case("4 heads of 4, causal and padding, base=50, float64", 962, Config(16, 4, 20, None, 50.0), 2, 7,
                "padded", kind="causal and padding mask, another base"),
+    block_case("2 heads of 4, causal and padding, float64", 964, Config(8, 2, 12), 3, 5, "padded",
+               kind="causal and padding mask"),
     block_case("one token, float64", 963, Config(4, 2, 6), 2, 1, "causal", kind="one token"),
     block_case("float32, 2 heads of 6, causal", 970, Config(12, 2, 16), 2, 6, "causal", torch.float32,
                kind="causal mask"),

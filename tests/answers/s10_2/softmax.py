@@ -3,7 +3,7 @@
 import torch
 
 from course.visible.s10_2.softmax import GLOBAL, LAST_AXIS, OTHER_DTYPE
-from tests.answers import DEVICE, ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "softmax"
 
@@ -100,5 +100,5 @@ def answers(solution):
         bug("softmax_unsqueeze_last", softmax_unsqueeze_last),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["softmax"]),
             hidden=ON_A_FIXED_DEVICE),
-        bug("zeros made with device='cpu'", softmax_on_the_cpu, hidden="fixed device", only=DEVICE),
+        bug("zeros made with device='cpu'", softmax_on_the_cpu, hidden=ON_A_FIXED_DEVICE),
     ]
