@@ -82,7 +82,7 @@ HARMLESS: dict[str, str] = {
     **dict.fromkeys(("aten.cat", "aten.stack", "aten.select_backward", "aten.slice_backward"),
                     "copies values into place (a join, a view's gradient): computes none"),
     **dict.fromkeys(("aten.full", "aten.full_like", "aten.zeros_like", "aten.new_empty_strided",
-                     "aten.arange", "aten.eye", "aten.fill_", "aten.scalar_tensor"),
+                     "aten.arange", "aten.eye", "aten.scalar_tensor"),
                     "a tensor of given values: reads no input's values"),
     "aten.masked_fill_": "sets the masked entries to a value: entry by entry",
     "aten.complex": "pairs two tensors as one complex tensor: computes nothing",
