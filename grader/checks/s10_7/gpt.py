@@ -1,6 +1,6 @@
 """Hidden check of ``GPT`` (defined in its visible module): its kinds again with other stacks, heads
-and pad_id's, in float64 and float32, dropout on another model, another device, and no attention of
-PyTorch's."""
+and pad_id's, in float64 and float32, dropout on another model and at another rate, another device, and
+no attention of PyTorch's."""
 
 from __future__ import annotations
 
