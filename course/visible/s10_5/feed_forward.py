@@ -119,6 +119,7 @@ class FeedForwardModule(Exercise):
                              bias=True)
         x, p = inputs(case, device)
         if dropping(case.params):
+            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
             return {SCALE: self.hidden_scale(module.to(device), case, x.detach(), p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 
@@ -149,9 +150,13 @@ class FeedForwardModule(Exercise):
         expect_dropout_modes(self.name, lambda p: impl(*args, dropout=p, **kwargs), x,
                              lambda where, fn, *a: self.call(where, fn, *a))
 
+    def dropout_modes(self, impl) -> None:
+        """Off in eval(), on in train(), at dropout=0.5."""
+        self.dropout(impl, randn((2, 50, 8), generator(898), torch.float32), 8, 32, activation="gelu")
+
     def extra_checks(self, impl, device):
         expect_value_error(self.name, lambda: impl(8, 16, activation="tanh"), UNKNOWN_ACTIVATION)
-        self.dropout(impl, randn((2, 50, 8), generator(898), torch.float32), 8, 32, activation="gelu")
+        self.dropout_modes(impl)
         probe, x = self.call("FeedForward(8, 16)", impl, 8, 16), torch.ones(2, 3, 8)  # made outside the probe
         check_unplaced_tensors(self.name, lambda: probe(x))
 

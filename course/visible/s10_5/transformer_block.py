@@ -271,6 +271,7 @@ class TransformerBlockModule(Exercise):
         expect_block_structure(self.name, module, ("self_attn",), NORMS, HOW)
         x, mask, p = inputs(case, device)
         if rate:
+            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
             return {SCALE: self.sublayer_scale(module.to(device), case, x.detach(), mask, p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 
@@ -308,10 +309,14 @@ class TransformerBlockModule(Exercise):
             raise CheckFailure(message)
         super().evaluate(case, got, device)
 
-    def extra_checks(self, impl, device):
-        expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
+    def dropout_modes(self, impl) -> None:
+        """Off in eval(), on in train(), at dropout=0.5."""
         FeedForwardModule.dropout(self, impl, randn((2, 6, 8), generator(897), torch.float32), 8, 2, 16,
                                   norm_first=True)
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
+        self.dropout_modes(impl)
         probe = self.call("TransformerBlock(8, 2, 16)", impl, 8, 2, 16, norm_first=True)
         x, mask = torch.ones(2, 3, 8), torch.ones(2, 1, 1, 3, dtype=torch.bool)  # made outside the probe
         check_unplaced_tensors(self.name, lambda: probe(x, mask))
