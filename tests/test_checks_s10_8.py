@@ -194,6 +194,9 @@ def test_visible_snapshot_is_the_hidden_reference():
     for case, entry in fresh.items():
         assert entry.keys() == next_token_probs.EXPECTED[case].keys(), case
         for kind, values in entry.items():
+            if kind == next_token_probs.KEPT:  # numbers of tokens, row by row
+                assert next_token_probs.EXPECTED[case][kind] == values, (case, kind)
+                continue
             shipped = torch.tensor(next_token_probs.EXPECTED[case][kind], dtype=torch.float64)
             fresh_values = torch.tensor(values, dtype=torch.float64)
             assert torch.allclose(shipped, fresh_values, rtol=1e-11, atol=1e-12), (case, kind)
@@ -238,6 +241,32 @@ def test_every_probability_mistake_shows_in_a_visible_case():
         differs = [case for case, *spec in next_token_probs.CASES
                    if not torch.allclose(probs(*spec, **changes), probs(*spec))]
         assert differs, mistake.name
+
+
+def test_kept_counts_by_hand():
+    """May an answer keep the tied tokens at a boundary together or cut them (exactly k; the smallest mass
+    that reaches p), and nothing else?"""
+    logits = torch.tensor([3.0, 1.0, 1.0, 0.5]).log()  # probabilities 0.6, 0.2, 0.2, 0.1 (/ 1.1)
+    assert probs_check.kept_counts(logits, top_k=2) == [[2, 3]]
+    assert probs_check.kept_counts(logits, top_p=0.7) == [[2, 3]]  # 0.55, then 0.73: the second 0.2 is past p
+    assert probs_check.kept_counts(logits, top_k=3) == [[3]]
+    assert probs_check.kept_counts(logits, temperature=0, top_k=2) is None
+    assert probs_check.kept_counts(logits) is None
+
+
+def test_tie_broken_by_hand():
+    """Does the tie rule accept the most likely tokens, as many as allowed, renormalised, and only those?"""
+    want = torch.tensor([[0.6, 0.2, 0.2, 0.0]], dtype=torch.float64)
+    def accepts(row, counts):
+        got = torch.tensor([row], dtype=torch.float64)
+        return next_token_probs.tie_broken(got, want, [counts], 1e-7, 1e-9)
+
+    assert accepts([0.6, 0.2, 0.2, 0.0], [2, 3])
+    assert accepts([0.75, 0.25, 0.0, 0.0], [2, 3]) and accepts([0.75, 0.0, 0.25, 0.0], [2, 3])
+    assert not accepts([0.75, 0.25, 0.0, 0.0], [3])  # too few
+    assert not accepts([0.0, 0.5, 0.5, 0.0], [2, 3])  # the most likely dropped
+    assert not accepts([0.7, 0.3, 0.0, 0.0], [2, 3])  # not renormalised from the probabilities
+    assert not accepts([0.6, 0.2, 0.0, 0.2], [2, 3])  # a token the contract drops
 
 
 def test_contract_probabilities_by_hand():

@@ -3,6 +3,7 @@ hand say what the contract gives."""
 
 import pytest
 
+from course.checking import CheckFailure
 from course.visible.s10_9 import bpe_encode as visible_encode
 from course.visible.s10_9 import bpe_train as visible_train
 from grader.checks.s10_9 import bpe_encode, bpe_train
@@ -33,3 +34,15 @@ def test_every_mistake_differs_somewhere_visible():
     for visible in (visible_train, visible_encode):
         seen = {kind for entry in visible.EXPECTED.values() for kind in entry} - {"reference"}
         assert seen == {m.name for m in visible.MISTAKES}, visible.__name__
+
+
+def test_merges_changed_in_place_leave_grading_as_it_was():
+    """Does an encoder that reverses the merges it is given in place leave the hidden check's own merges
+    (computed once per process) as they were, so that a right answer graded after it still passes?"""
+    from tests.answers.s10_9.bpe_encode import encoding, reverses_merges
+
+    exercise = bpe_encode.GradedBpeEncode()
+    exercise.run_cases(encoding)  # the expected tokens, computed once
+    with pytest.raises(CheckFailure, match="changed the list of merges"):
+        exercise.run_cases(reverses_merges)
+    exercise.run_cases(encoding)

@@ -1,6 +1,7 @@
 """The contract's Transformer blocks next to PyTorch's layers: parameter names, structure, weights
 copied into ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer``, masks in their
-polarity, and dropout that must be off in ``eval()`` mode."""
+polarity, dropout that must be off in ``eval()`` mode, and the scale of what it keeps in ``train()``
+mode (:func:`kept_scale`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course.checking.failure import CheckFailure
+from course.checking.mistakes import Mistake
 from course.checking.modules import expect_distinct
 from course.checking.outputs import seeded
 
@@ -147,3 +149,66 @@ def expect_no_dropout_in_eval(what: str, run: Callable[[], torch.Tensor], where:
             f"{what} gives different outputs for the same input in eval() mode"
             f"{' in ' + where if where else ''}: dropout is still on. Use nn.Dropout modules (off in eval "
             "mode), not F.dropout(..., training=True) or a module you switch to train() yourself.")
+
+
+#: The kind of case that measures dropout's scale: random masks, so only the scale of what it keeps
+#: is compared (the same words in every exercise that has one).
+DROPPING = "dropout between 0 and 1 in train() mode"
+UNSCALED_DROPOUT = Mistake(
+    "unscaled_dropout", "a dropout that zeroes entries but leaves the kept ones unscaled (no division by "
+    "1 - p)",
+    "In train() mode dropout keeps each entry with probability 1 - p and divides what it keeps by 1 - p, so "
+    "that the expected sum is the same as in eval() mode: nn.Dropout and F.dropout do both.")
+
+
+def dropout_scale(p: float, device) -> torch.Tensor:
+    """What nn.Dropout(p) multiplies the entries it keeps by, 1 / (1 - p): a 0-d float64 tensor."""
+    return torch.tensor(1 / (1 - p), dtype=torch.float64, device=device)
+
+
+def unscaled_scale(device) -> torch.Tensor:
+    """The scale of :data:`UNSCALED_DROPOUT`'s kept entries: 1."""
+    return torch.tensor(1.0, dtype=torch.float64, device=device)
+
+
+def kept_scale(pairs: Iterable[tuple[torch.Tensor | None, torch.Tensor | None]]) -> torch.Tensor:
+    """From ``(dropped, gained)`` pairs: what went into a dropout and what came out of it (a residual
+    stream's gain over a sublayer, a layer's input), the median of ``gained / dropped`` at the entries
+    dropout kept, a 0-d float64 tensor: 1 / (1 - p) for nn.Dropout; NaN when a piece is missing or nothing
+    was dropped (no dropout acts there)."""
+    nan = torch.tensor(float("nan"), dtype=torch.float64)
+    ratios, zeroed = [], 0
+    for dropped, gained in pairs:
+        if dropped is None or gained is None or dropped.shape != gained.shape:
+            return nan
+        dropped, gained = dropped.detach().double(), gained.detach().double()
+        seen = dropped.abs() > 1e-3
+        kept = (gained.abs() > 1e-9) & seen
+        zeroed += int((seen & ~kept).sum())
+        ratios.append(gained[kept] / dropped[kept])
+    ratios = torch.cat(ratios) if ratios else torch.zeros(0, dtype=torch.float64)
+    if not ratios.numel() or not zeroed:  # nothing kept, or nothing dropped here: no dropout at this place
+        return nan
+    return ratios.median()
+
+
+def recorded(module: nn.Module, call: Callable[[], torch.Tensor], outputs: Iterable[str] = (),
+             inputs: Iterable[str] = ()) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """``call()``'s result (detached) and what the submodules named in ``outputs`` returned and those in
+    ``inputs`` read (``"<name> in"``), at their first call, detached."""
+    seen: dict[str, torch.Tensor] = {}
+
+    def keep(name, value):
+        value = value[0] if isinstance(value, tuple) else value
+        if isinstance(value, torch.Tensor):
+            seen.setdefault(name, value.detach())
+
+    hooks = [module.get_submodule(n).register_forward_hook(lambda m, a, out, n=n: keep(n, out))
+             for n in outputs]
+    hooks += [module.get_submodule(n).register_forward_pre_hook(lambda m, a, n=n: keep(f"{n} in", a[0]))
+              for n in inputs]
+    try:
+        return call().detach(), seen
+    finally:
+        for hook in hooks:
+            hook.remove()

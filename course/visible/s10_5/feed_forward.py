@@ -21,6 +21,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.blocks import DROPPING, UNSCALED_DROPOUT, dropout_scale, kept_scale, unscaled_scale
 from course.checking.exercise import seeded_parameters
 from course.checking.modules import load_parameters
 from course.visible.s10_5.dropout import expect_dropout_modes
@@ -42,9 +43,15 @@ TWICE = Mistake("activation_after_linear2", "an activation after linear2 as well
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
 
 
-def dims(B: int, n: int, d_model: int, d_ff: int, activation: str) -> dict:
-    """A case: x (B, n, d_model), the hidden width d_ff and the activation."""
-    return {"dims": (B, n, d_model, d_ff), "activation": activation}
+def dims(B: int, n: int, d_model: int, d_ff: int, activation: str, dropout: float = 0.0) -> dict:
+    """A case: x (B, n, d_model), the hidden width d_ff, the activation and, in train() mode, the dropout
+    (0 < dropout < 1: only the scale of what it keeps is compared; then d_ff == d_model)."""
+    return {"dims": (B, n, d_model, d_ff), "activation": activation, "dropout": dropout}
+
+
+def dropping(params) -> bool:
+    """A case in train() mode with 0 < dropout < 1."""
+    return 0 < params.get("dropout", 0.0) < 1
 
 
 CASES = [
@@ -52,7 +59,9 @@ CASES = [
     Case("gelu, float64", 81, dims(2, 3, 6, 10, "gelu"), kind="gelu"),
     Case("relu, d_ff smaller than d_model, float64", 82, dims(3, 4, 8, 5, "relu"), kind="d_ff smaller"),
     Case("gelu, B=1, n=7, d_model=4, d_ff=16", 83, dims(1, 7, 4, 16, "gelu"), torch.float32, kind="gelu"),
+    Case("relu, dropout=0.25 in train() mode", 84, dims(2, 6, 8, 8, "relu", 0.25), kind=DROPPING),
 ]
+SCALE = "the scale of what the hidden layer's dropout keeps"  # 1 / (1 - p), whatever the masks
 
 
 def ffn_shapes(d_model: int, d_ff: int, prefix: str = "") -> dict[str, tuple]:
@@ -85,6 +94,8 @@ def ffn(x, p, activation, prefix="", *, variant: str = "ok"):
 
 def outputs(case: Case, device, variant: str = "ok") -> dict:
     """The feed-forward network's output and gradients on a case (``variant``: a known mistake)."""
+    if dropping(case.params):
+        return {}  # only the scale is compared there
     x, p = inputs(case, device)
     return with_gradients(lambda: (ffn(x, p, case.params["activation"], variant=variant),), ("output",),
                           {"x": x, **p}, case.seed)
@@ -93,16 +104,22 @@ def outputs(case: Case, device, variant: str = "ok") -> dict:
 class FeedForwardModule(Exercise):
     name = "FeedForward"
     reference_name = "nn.Linear, the activation, nn.Linear with the same weights"
-    mistakes = {mistake: partial(outputs, variant=mistake.name) for mistake in
-                (NO_ACTIVATION, RELU_ALWAYS, GELU_ALWAYS, TANH_GELU, TWICE)}
+    mistakes = {**{mistake: partial(outputs, variant=mistake.name) for mistake in
+                   (NO_ACTIVATION, RELU_ALWAYS, GELU_ALWAYS, TANH_GELU, TWICE)},
+                UNSCALED_DROPOUT: lambda case, device: (
+                    {SCALE: unscaled_scale(device)} if dropping(case.params) else {})}
     visible_cases = CASES
 
     def run(self, impl, case, device):
         d_model, d_ff = case.params["dims"][2:]
-        module = self.build(impl, case, d_model, d_ff, activation=case.params["activation"])
+        module = self.build(impl, case, d_model, d_ff, activation=case.params["activation"],
+                            **({"dropout": case.params["dropout"]} if dropping(case.params) else {}))
         expect_linear_layers(module, self.name, {"linear1": (d_ff, d_model), "linear2": (d_model, d_ff)}, HOW,
                              bias=True)
         x, p = inputs(case, device)
+        if dropping(case.params):
+            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
+            return {SCALE: self.hidden_scale(module.to(device), case, x.detach(), p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 
         def call():
@@ -111,20 +128,40 @@ class FeedForwardModule(Exercise):
         return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
 
     def reference(self, case, device):
+        if dropping(case.params):
+            return {SCALE: dropout_scale(case.params["dropout"], device)}
         return outputs(case, device)
+
+    def hidden_scale(self, module, case: Case, x: torch.Tensor, p: dict) -> torch.Tensor:
+        """In train() mode, with linear2 the identity (d_ff == d_model, no bias), the output is the dropped
+        hidden layer itself: its ratio to phi(linear1(x)) where kept, 1 / (1 - p) for nn.Dropout."""
+        identity = {"linear2.weight": torch.eye(x.shape[-1], dtype=x.dtype, device=x.device),
+                    "linear2.bias": torch.zeros(x.shape[-1], dtype=x.dtype, device=x.device)}
+        load_parameters(module, {**p, **identity}, self.name, HOW)
+        with torch.no_grad():
+            out = expect_tensor(self.call(case, module.train(), x), f"{self.name}'s output", case)
+            phi = ACTIVATIONS[case.params["activation"]]
+            hidden = phi(F.linear(x, p["linear1.weight"], p["linear1.bias"]))  # (B, n, d_ff)
+        return kept_scale([(hidden, out)])
 
     def dropout(self, impl, x: torch.Tensor, *args, **kwargs) -> None:
         """With dropout=0.5 the module drops in train() mode only (``impl(*args, dropout=p, **kwargs)``)."""
         expect_dropout_modes(self.name, lambda p: impl(*args, dropout=p, **kwargs), x,
                              lambda where, fn, *a: self.call(where, fn, *a))
 
+    def dropout_modes(self, impl) -> None:
+        """Off in eval(), on in train(), at dropout=0.5."""
+        self.dropout(impl, randn((2, 50, 8), generator(898), torch.float32), 8, 32, activation="gelu")
+
     def extra_checks(self, impl, device):
         expect_value_error(self.name, lambda: impl(8, 16, activation="tanh"), UNKNOWN_ACTIVATION)
-        self.dropout(impl, randn((2, 50, 8), generator(898), torch.float32), 8, 32, activation="gelu")
+        self.dropout_modes(impl)
 
 
 @visible_check
 def check_FeedForward(FeedForward) -> None:
-    """Its layers, relu and gelu against PyTorch (gradients too), the ValueError, dropout."""
+    """Its layers, relu and gelu against PyTorch (gradients too), the ValueError, dropout: off in eval(), on
+    in train(), what it keeps scaled by 1 / (1 - p)."""
     FeedForwardModule().run_cases(FeedForward)
-    passed("FeedForward has the right layers, both activations, dropout, and rejects unknown activations.")
+    passed("FeedForward has the right layers, both activations, dropout (off in eval(), on in train(), what "
+           "it keeps scaled by 1 / (1 - p)), and rejects unknown activations.")

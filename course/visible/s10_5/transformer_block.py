@@ -25,7 +25,17 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
-from course.checking.blocks import ATTENTION, expect_block_structure, torch_mask
+from course.checking.blocks import (
+    ATTENTION,
+    DROPPING,
+    UNSCALED_DROPOUT,
+    dropout_scale,
+    expect_block_structure,
+    kept_scale,
+    recorded,
+    torch_mask,
+    unscaled_scale,
+)
 from course.checking.exercise import seeded_parameters
 from course.checking.forbidden import MULTIHEAD
 from course.checking.masks import case_mask
@@ -65,10 +75,16 @@ NORMS = ("norm1", "norm2")
 
 
 def dims(B: int, n: int, d_model: int, h: int, d_ff: int, activation: str, norm_first: bool,
-         mask: str = "none") -> dict:
-    """A case: x (B, n, d_model), h heads, d_ff, the activation, pre- or post-norm, its kind of mask."""
+         mask: str = "none", dropout: float = 0.0) -> dict:
+    """A case: x (B, n, d_model), h heads, d_ff, the activation, pre- or post-norm, its kind of mask and, in
+    train() mode, the dropout (0 < dropout < 1, pre-norm: only the scale of what it keeps is compared)."""
     return {"dims": (B, n, d_model, h, d_ff), "activation": activation, "norm_first": norm_first,
-            "mask": mask}
+            "mask": mask, "dropout": dropout}
+
+
+def dropping(params) -> bool:
+    """A case in train() mode with 0 < dropout < 1."""
+    return 0 < params.get("dropout", 0.0) < 1
 
 
 CASES = [
@@ -85,7 +101,13 @@ CASES = [
          kind="pre-norm, a mask per head"),
     Case("pre-norm, relu, padding mask, float32", 96, dims(3, 5, 12, 4, 20, "relu", True, "padding"),
          torch.float32, kind="pre-norm, padding mask"),
+    Case("pre-norm, gelu, causal mask, dropout=0.25 in train() mode", 97,
+         dims(2, 6, 12, 3, 16, "gelu", True, "causal", 0.25), kind=DROPPING),
 ]
+SCALE = "the scale of what each sublayer's dropout keeps"  # 1 / (1 - p), whatever the masks
+#: Each sublayer measured alone: (the parameters zeroed so that the other sublayer adds nothing, it).
+ALONE = (({"ffn.linear2.weight", "ffn.linear2.bias"}, "self_attn"),
+         ({"self_attn.w_o.weight", "self_attn.w_o.bias"}, "ffn"))
 
 
 def block_shapes(d_model: int, d_ff: int) -> dict[str, tuple]:
@@ -212,11 +234,16 @@ def _relu(case: Case, device):
     return torch_outputs(case, device, activation="relu")
 
 
+def _unless_dropping(run):
+    """A mistake of the outputs, which a dropout case (its scale alone) cannot show."""
+    return lambda case, device: {} if dropping(case.params) else run(case, device)
+
+
 class TransformerBlockModule(Exercise):
     forbidden = MULTIHEAD
     name = "TransformerBlock"
     reference_name = "nn.TransformerEncoderLayer with the same weights"
-    mistakes = {
+    mistakes = {mistake: _unless_dropping(run) for mistake, run in {
         NORM_FIRST_IGNORED: lambda case, device: (_norm_first(case, device) if case.params["norm_first"]
                                                   else {}),
         PRE_FOR_POST: lambda case, device: {} if case.params["norm_first"] else _norm_first(case, device),
@@ -231,15 +258,20 @@ class TransformerBlockModule(Exercise):
         POST_NORM_INPUT: partial(arranged_outputs, arrangement="post_norm_input"),
         PRE_NORMED_RESIDUAL: partial(arranged_outputs, arrangement="pre_normed_residual"),
         RELU: _relu,
-    }
+    }.items()} | {UNSCALED_DROPOUT: lambda case, device: {SCALE: unscaled_scale(device)}
+                  if dropping(case.params) else {}}
     visible_cases = CASES
 
     def run(self, impl, case, device):
         _, _, d_model, h, d_ff = case.params["dims"]
+        rate = {"dropout": case.params["dropout"]} if dropping(case.params) else {}
         module = self.build(impl, case, d_model, h, d_ff, activation=case.params["activation"],
-                            norm_first=case.params["norm_first"])
+                            norm_first=case.params["norm_first"], **rate)
         expect_block_structure(self.name, module, ("self_attn",), NORMS, HOW)
         x, mask, p = inputs(case, device)
+        if rate:
+            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
+            return {SCALE: self.sublayer_scale(module.to(device), case, x.detach(), mask, p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 
         def call():
@@ -248,7 +280,21 @@ class TransformerBlockModule(Exercise):
         return with_gradients(call, ("output",), {"x": x, **params}, case.seed)
 
     def reference(self, case, device):
+        if dropping(case.params):
+            return {SCALE: dropout_scale(case.params["dropout"], device)}
         return torch_outputs(case, device)
+
+    def sublayer_scale(self, module, case: Case, x: torch.Tensor, mask, p: dict) -> torch.Tensor:
+        """Pre-norm in train() mode, each sublayer alone (the other's output layer zeroed, so it adds
+        nothing): what the block's output gains over x, against what the sublayer returned, where kept."""
+        pairs = []
+        for silent, active in ALONE:
+            load_parameters(module, {k: v.detach() * (k not in silent) for k, v in p.items()}, self.name, HOW)
+            with torch.no_grad():
+                out, seen = recorded(module.train(), lambda: expect_tensor(
+                    self.call(case, module, x, mask), f"{self.name}'s output", case), (active,))
+            pairs.append((seen.get(active), out.double() - x.double()))
+        return kept_scale(pairs)
 
     def evaluate(self, case, got, device):
         """NaN outputs first: they come from queries left without a key (an inverted mask)."""
@@ -262,15 +308,21 @@ class TransformerBlockModule(Exercise):
             raise CheckFailure(message)
         super().evaluate(case, got, device)
 
-    def extra_checks(self, impl, device):
-        expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
+    def dropout_modes(self, impl) -> None:
+        """Off in eval(), on in train(), at dropout=0.5."""
         FeedForwardModule.dropout(self, impl, randn((2, 6, 8), generator(897), torch.float32), 8, 2, 16,
                                   norm_first=True)
+
+    def extra_checks(self, impl, device):
+        expect_value_error(self.name, lambda: impl(8, 2, 16, activation="tanh"), UNKNOWN)
+        self.dropout_modes(impl)
 
 
 @visible_check
 def check_TransformerBlock(TransformerBlock) -> None:
     """Against nn.TransformerEncoderLayer with the same weights: post- and pre-norm, relu and gelu,
-    no mask, padding, causal, both, and one mask per head; the ValueError and dropout."""
+    no mask, padding, causal, both, and one mask per head; the ValueError and dropout (off in eval(), on in
+    train(), what each sublayer's dropout keeps scaled by 1 / (1 - p))."""
     TransformerBlockModule().run_cases(TransformerBlock)
-    passed("TransformerBlock matches nn.TransformerEncoderLayer: post- and pre-norm, every kind of mask.")
+    passed("TransformerBlock matches nn.TransformerEncoderLayer: post- and pre-norm, every kind of mask, "
+           "dropout (off in eval(), on in train(), what it keeps scaled by 1 / (1 - p)).")

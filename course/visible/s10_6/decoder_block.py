@@ -26,12 +26,18 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.blocks import (
+    DROPPING,
+    UNSCALED_DROPOUT,
     block_shapes,
     copy_into_torch,
+    dropout_scale,
     expect_block_structure,
     expect_no_dropout_in_eval,
+    kept_scale,
+    recorded,
     torch_grads,
     torch_mask,
+    unscaled_scale,
 )
 from course.checking.exercise import seeded_parameters
 from course.checking.forbidden import ATTENTION, MULTIHEAD
@@ -82,11 +88,6 @@ FFN_NO_DROPOUT = Mistake(
     "ffn_no_dropout", "a FeedForward built without the block's dropout",
     "FeedForward takes the block's dropout too: nn.TransformerDecoderLayer also drops inside its "
     "feed-forward network, after the activation.")
-UNSCALED_DROPOUT = Mistake(
-    "unscaled_dropout", "a dropout that zeroes entries but leaves the kept ones unscaled (no division by "
-    "1 - p)",
-    "In train() mode dropout keeps each entry with probability 1 - p and divides what it keeps by 1 - p, so "
-    "that the expected sum is the same as in eval() mode: nn.Dropout and F.dropout do both.")
 CREATION_ORDER = Mistake(
     "creation_order", "submodules created in another order than the contract's",
     "The order in which __init__ creates the submodules fixes the random numbers each one starts with "
@@ -110,7 +111,7 @@ def decoder_case(name: str, seed: int, mask: str, memory_mask: bool, dtype=torch
     train() mode or eval(); its kind: pre- or post-norm and the masks, or dropout (in eval() mode, or
     dropout=1.0 in train() mode, which drops every sublayer's output: the one deterministic dropout)."""
     if train and dropout < 1:
-        kind = "dropout between 0 and 1 in train() mode"
+        kind = DROPPING
     elif train:
         kind = f"{'pre' if norm_first else 'post'}-norm, dropout=1.0 in train() mode"
     else:
@@ -280,38 +281,18 @@ def dropping(params) -> bool:
     return params["train"] and 0 < params["dropout"] < 1
 
 
-def kept_scale(block: nn.Module, call, x: torch.Tensor, norm_first: bool) -> torch.Tensor:
+def sublayer_scale(block: nn.Module, call, x: torch.Tensor, norm_first: bool) -> torch.Tensor:
     """What the residual stream gained from each sublayer over what that sublayer returned, at the entries
-    dropout kept (the median, a 0-d float64 tensor): 1 / (1 - p) for nn.Dropout."""
-    seen: dict[str, torch.Tensor] = {}
-
-    def keep(name, value):
-        value = value[0] if isinstance(value, tuple) else value
-        seen.setdefault(name, value.detach().double())
-
-    hooks = [getattr(block, n).register_forward_hook(lambda m, a, out, n=n: keep(n, out))
-             for n in ("self_attn", "cross_attn", "ffn", *NORMS)]
-    hooks += [getattr(block, n).register_forward_pre_hook(lambda m, a, n=n: keep(f"{n} in", a[0]))
-              for n in NORMS]
-    try:
-        out = call().detach().double()
-    finally:
-        for hook in hooks:
-            hook.remove()
+    dropout kept (:func:`~course.checking.blocks.kept_scale`): 1 / (1 - p) for nn.Dropout."""
+    out, seen = recorded(block, call, ("self_attn", "cross_attn", "ffn", *NORMS), NORMS)
     ins = [seen.get(f"{n} in") for n in NORMS]  # the stream each norm reads
     if norm_first:  # x = x + drop(sublayer(norm(x))): the stream between one norm's input and the next
         before, after = ins, [*ins[1:], out]
     else:  # x = norm(x + drop(sublayer(x))): from the last norm's output (x first) to the next norm's input
-        before, after = [x.detach().double(), seen.get("norm1"), seen.get("norm2")], ins
-    ratios = []
-    for sub, start, end in zip((seen.get(n) for n in ("self_attn", "cross_attn", "ffn")), before, after):
-        if sub is None or start is None or end is None or sub.shape != start.shape:
-            return torch.tensor(float("nan"), dtype=torch.float64)
-        gained = end - start
-        kept = (gained.abs() > 1e-9) & (sub.abs() > 1e-3)
-        ratios.append(gained[kept] / sub[kept])
-    ratios = torch.cat(ratios)
-    return ratios.median() if ratios.numel() else torch.tensor(float("nan"), dtype=torch.float64)
+        before, after = [x.detach(), seen.get("norm1"), seen.get("norm2")], ins
+    subs = [seen.get(n) for n in ("self_attn", "cross_attn", "ffn")]
+    return kept_scale((sub, None if start is None or end is None else end.double() - start.double())
+                      for sub, start, end in zip(subs, before, after))
 
 
 def _when(test, run):
@@ -338,8 +319,7 @@ class DecoderBlockModule(Exercise):
         DROPOUT_AFTER_RESIDUAL: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="after")),
         DROPOUT_ON_INPUT: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="input")),
         FFN_NO_DROPOUT: _when(lambda p: p["train"], partial(rearranged_outputs, dropout="not in ffn")),
-        UNSCALED_DROPOUT: _when(dropping, lambda case, device: {SCALE: torch.tensor(1.0, dtype=torch.float64,
-                                                                                     device=device)}),
+        UNSCALED_DROPOUT: _when(dropping, lambda case, device: {SCALE: unscaled_scale(device)}),
     }
     visible_cases = CASES
 
@@ -358,7 +338,7 @@ class DecoderBlockModule(Exercise):
                 return expect_tensor(out, "DecoderBlock's output", case)
 
             with torch.no_grad():
-                return {SCALE: kept_scale(block, forward, x, case.params["norm_first"]).to(device)}
+                return {SCALE: sublayer_scale(block, forward, x, case.params["norm_first"]).to(device)}
 
         def call():
             try:
@@ -382,7 +362,7 @@ class DecoderBlockModule(Exercise):
 
     def reference(self, case, device):
         if dropping(case.params):
-            return {SCALE: torch.tensor(1 / (1 - case.params["dropout"]), dtype=torch.float64, device=device)}
+            return {SCALE: dropout_scale(case.params["dropout"], device)}
         return torch_outputs(case, device, grads=True)
 
     def evaluate(self, case, got, device):

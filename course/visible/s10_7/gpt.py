@@ -35,6 +35,14 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.blocks import (
+    DROPPING,
+    UNSCALED_DROPOUT,
+    dropout_scale,
+    kept_scale,
+    recorded,
+    unscaled_scale,
+)
 from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
 
@@ -112,9 +120,16 @@ CONFIG = Config(vocab_size=11, d_model=8, num_heads=2, d_ff=16, num_layers=2, ma
 
 
 def gpt_case(name: str, seed: int, cfg: Config, B: int, n: int, padded: int, dtype=torch.float64, *,
-             kind: str) -> Case:
-    """A case: the model's config and ids (B, n), the last ``padded`` of row 0 pad_id's."""
-    return Case(name, seed, {"config": cfg, "B": B, "n": n, "padded": padded}, dtype, kind=kind)
+             kind: str = "", dropout: float = 0.0) -> Case:
+    """A case: the model's config and ids (B, n), the last ``padded`` of row 0 pad_id's; with
+    0 < dropout < 1, in train() mode, where only the scale of what the embedding dropout keeps is compared."""
+    return Case(name, seed, {"config": cfg, "B": B, "n": n, "padded": padded, "dropout": dropout}, dtype,
+                kind=kind or (DROPPING if 0 < dropout < 1 else ""))
+
+
+def dropping(params) -> bool:
+    """A case in train() mode with 0 < dropout < 1."""
+    return 0 < params.get("dropout", 0.0) < 1
 
 
 CASES = [
@@ -124,7 +139,9 @@ CASES = [
     gpt_case("float64, one token", 2, CONFIG, 3, 1, 0, kind="one token"),
     gpt_case("float64, one block of one head, pad_id=0, no padding", 3, Config(7, 4, 1, 8, 1, 5, 0), 2, 5, 0,
              kind="no padding"),
+    gpt_case("float64, dropout=0.25 in train() mode", 4, CONFIG, 3, 7, 0, dropout=0.25),
 ]
+SCALE = "the scale of what the embedding dropout keeps"  # 1 / (1 - p), whatever the masks
 DROPOUT_CONFIG = Config(vocab_size=9, d_model=4, num_heads=2, d_ff=8, num_layers=2, max_len=6, pad_id=0)
 
 
@@ -251,6 +268,8 @@ def reference_outputs(case: Case, device):
 
 def variant_outputs(case: Case, device, changes: dict):
     """A known mistake's logits at the real tokens (no gradients: they only name a mistake)."""
+    if dropping(case.params):
+        return {}  # only the scale is compared there
     values, ids = inputs(case, device)
     cfg = case.params["config"]
     with torch.no_grad():
@@ -261,21 +280,38 @@ class GPTModel(Exercise):
     forbidden = ATTENTION | MULTIHEAD
     name = "GPT"
     reference_name = AGAINST
-    mistakes = {m: functools.partial(variant_outputs, changes=changes) for m, changes in MISTAKES.items()}
+    mistakes = {**{m: functools.partial(variant_outputs, changes=changes) for m, changes in MISTAKES.items()},
+                UNSCALED_DROPOUT: lambda case, device: (
+                    {SCALE: unscaled_scale(device)} if dropping(case.params) else {})}
     visible_cases = CASES
     #: The model whose dropout is checked (extra_checks).
     dropout_config = DROPOUT_CONFIG
 
     def run(self, impl, case, device):
         cfg = case.params["config"]
-        model = self.build(impl, case, *cfg.args(), pad_id=cfg.pad_id)
+        rate = {"dropout": case.params["dropout"]} if dropping(case.params) else {}
+        if rate:  # where dropout acts first (dropout=1.0), then how it scales
+            self.embedding_dropout(impl, self.dropout_config)
+        model = self.build(impl, case, *cfg.args(), pad_id=cfg.pad_id, **rate)
         expect_layout(model, cfg)
         values, ids = inputs(case, device)
         params = load_parameters(model.to(device), values, self.name, HOW)
+        if rate:
+            return {SCALE: self.embedding_scale(model.train(), values, ids, cfg, case).to(device)}
         return outputs(lambda: self.logits(model, ids, cfg, case), params, ids, cfg, case.seed)
 
     def reference(self, case, device):
+        if dropping(case.params):
+            return {SCALE: dropout_scale(case.params["dropout"], device)}
         return reference_outputs(case, device)
+
+    def embedding_scale(self, model, values, ids, cfg: Config, where) -> torch.Tensor:
+        """What enters blocks[0] over the embeddings' sum, where dropout kept it: 1 / (1 - p) for
+        nn.Dropout."""
+        with torch.no_grad():
+            _, seen = recorded(model, lambda: self.logits(model, ids, cfg, where), (), ("blocks.0",))
+            summed = F.embedding(ids, values["tok_embed.weight"]) + values["pos_embed.weight"][:ids.shape[1]]
+        return kept_scale([(summed, seen.get("blocks.0 in"))])
 
     def logits(self, model, ids, cfg: Config, where) -> torch.Tensor:
         """The learner's logits (B, n, vocab_size), shape checked."""
@@ -315,8 +351,9 @@ class GPTModel(Exercise):
 @visible_check
 def check_GPT(GPT) -> None:
     """Layout and tied weights, then logits and gradients against PyTorch's layers with the same weights;
-    dropout on the embeddings and in the blocks."""
+    dropout on the embeddings (what it keeps scaled by 1 / (1 - p)) and in the blocks."""
     GPTModel().run_cases(GPT)
-    passed("GPT has learned positions, dropout on the embeddings, pre-norm GELU blocks, a final norm and a "
+    passed("GPT has learned positions, dropout on the embeddings (scaled by 1 / (1 - p)), pre-norm GELU "
+           "blocks, a final norm and a "
            "tied output layer; its logits and gradients at the real tokens match PyTorch's layers with the "
            "causal mask.")

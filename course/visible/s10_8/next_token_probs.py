@@ -2,8 +2,11 @@
 
 The contract read literally: a token is kept by top-k when fewer than k tokens are strictly more
 likely, and by top-p when the strictly more likely ones hold less than p of the mass (ties are kept
-or dropped together). This module ships no code that computes it: :data:`EXPECTED` holds the
-probabilities of the visible cases, and of each known mistake where it differs, as grading's
+or dropped together). Either filter may also cut a group of tokens tied at its boundary, in any
+order (exactly k tokens, as ``torch.topk``; the smallest mass that reaches p, as Hugging Face's
+``TopPLogitsWarper``): :func:`tie_broken` accepts such an answer. This module ships no code that
+computes either: :data:`EXPECTED` holds the probabilities of the visible cases, the numbers of tokens
+an answer may keep in each row, and each known mistake's probabilities where they differ, as grading's
 reference computes them (a test holds the two equal).
 """
 
@@ -18,10 +21,12 @@ from course.checking import (
     CheckFailure,
     Exercise,
     Mistake,
+    close,
     expect_tensor,
     generator,
     passed,
     randn,
+    tolerance,
     visible_check,
 )
 
@@ -39,18 +44,16 @@ TOP_P_BEFORE_TOP_K = Mistake(
     "top_p_before_top_k", "top-p measured on the probabilities before top-k renormalised them (top-p "
     "applied before top-k, or one renormalisation at the end)",
     "Top-p works on what top-k kept, renormalised to sum to 1. " + ORDER)
-TOP_K_TIES_SPLIT = Mistake(
-    "top_k_ties_split", "top-k keeping exactly k tokens (torch.topk's indices), splitting tied tokens",
-    "Keep every token with fewer than top_k tokens strictly more likely: a token tied with the k-th "
-    "largest probability stays.")
-TIES_TOGETHER = ("Tokens of equal probability have the same tokens strictly ahead of them: keep or drop them "
-                 "together.")
-TOP_P_TIES_SPLIT = Mistake(
-    "top_p_ties_split", "top-p deciding token by token in descending sorted order, splitting tied tokens",
-    TIES_TOGETHER)
-TOP_P_TIES_SPLIT_ASCENDING = Mistake(
-    "top_p_ties_split_ascending", "top-p dropping tokens in ascending sorted order while their mass is at "
-    "most 1 - top_p (as Hugging Face's TopPLogitsWarper), splitting tied tokens", TIES_TOGETHER)
+TOP_K_ONE_TOO_MANY = Mistake(
+    "top_k_one_too_many", "top-k keeping every token at least as likely as the (k+1)-th largest (the sorted "
+    "probabilities read at index k instead of k - 1)",
+    "The k-th largest probability is at index k - 1 of the probabilities sorted in descending order (or "
+    "probs.topk(k).values[..., -1]): keep the tokens at least as likely as it.")
+UNSORTED_MASK = Mistake(
+    "unsorted_mask", "top-p's keep-mask, computed on the sorted probabilities, applied to the tokens in "
+    "their original order (never scattered back)",
+    "The mask of the sorted probabilities says which ranks to keep: send it back to the tokens' own "
+    "positions (scatter with the sort's indices) before applying it.")
 TEMPERATURE_MULTIPLIED = Mistake("temperature_multiplied", "logits multiplied by the temperature",
                                  "Divide the logits by the temperature: below 1 sharpens, above 1 flattens.")
 NOT_RENORMALISED = Mistake("not_renormalised", "the kept probabilities not renormalised",
@@ -75,15 +78,17 @@ CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
     ("temperature 0 with ties for the largest, rows (3, V)", (3,), 0.0, 3, 0.9, torch.float32),
     ("temperature 0.7, top_k=3 (ties at the k-th), 1-D logits (V,), float64", (), 0.7, 3, None,
      torch.float64),
+    ("temperature 1, top_k=2 (ties right after the k-th), rows (3, V)", (3,), 1.0, 2, None, torch.float32),
     ("temperature 1.7, top_p=0.65 (ties across p), rows (3, V)", (3,), 1.7, None, 0.65, torch.float32),
     ("temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)", (1, 3), 1.2, 3, 0.75, torch.float32),
     ("temperature 0.9, top_k=8 = V keeps every token, rows (3, V)", (3,), 0.9, 8, None, torch.float32),
     ("temperature 1, top_k=11 > V keeps every token, then top_p=0.6, rows (3, V)", (3,), 1.0, 11, 0.6,
      torch.float32),
 ]
-MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K, TOP_K_TIES_SPLIT,
-            TOP_P_TIES_SPLIT, TOP_P_TIES_SPLIT_ASCENDING, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED,
-            ZERO_AS_ONE, GREEDY_TIES_SPLIT)
+MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K, TOP_K_ONE_TOO_MANY,
+            UNSORTED_MASK, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED, ZERO_AS_ONE, GREEDY_TIES_SPLIT)
+#: The snapshot's entry for the numbers of tokens an answer may keep, row by row.
+KEPT = "kept counts"
 
 
 def case_logits(lead, dtype=torch.float32, device="cpu") -> torch.Tensor:
@@ -132,6 +137,28 @@ def _expected(case: str, kind: str, like: torch.Tensor) -> dict[str, torch.Tenso
     return {"output": values.reshape(like.shape).to(like.device, like.dtype)}
 
 
+def tie_broken(got: torch.Tensor, want: torch.Tensor, counts: list[list[int]], rtol: float,
+               atol: float) -> bool:
+    """Does every row of ``got`` keep what a filter that cuts ties keeps: the most likely of the tokens
+    ``want`` keeps (none dropped that is strictly more likely than one kept), as many as one of the row's
+    ``counts``, their probabilities ``want``'s renormalised?"""
+    V = want.shape[-1]
+    rows, wanted = got.detach().reshape(-1, V).to(want), want.reshape(-1, V)
+    if len(counts) != rows.shape[0]:
+        return False
+    for row, ref, allowed in zip(rows, wanted, counts):
+        kept = row > atol
+        dropped = ref[~kept & (ref > 0)]  # what the contract keeps and this row does not
+        if int(kept.sum()) not in allowed or bool((kept & (ref == 0)).any()):
+            return False
+        if dropped.numel() and bool(dropped.max() > ref[kept].min() * (1 + 1e-6)):
+            return False
+        share = ref * kept
+        if not close(row, share / share.sum(), rtol, atol):
+            return False
+    return True
+
+
 class NextTokenProbs(Exercise):
     name = "next_token_probs"
     reference_name = "the contract's probabilities"
@@ -147,18 +174,35 @@ class NextTokenProbs(Exercise):
     def reference(self, case, device):
         return _expected(case.name, "reference", logits_of(case, device))
 
+    def kept_counts(self, case) -> list[list[int]] | None:
+        """Per row, the numbers of tokens an answer may keep (ties kept together, or cut at a filter's
+        boundary); None where no filter applies."""
+        return EXPECTED[case.name].get(KEPT)
+
+    def evaluate(self, case, got, device):
+        """The contract's probabilities, or a filter's that cuts tied tokens at its boundary in some order."""
+        try:
+            super().evaluate(case, got, device)
+        except CheckFailure:
+            counts, want = self.kept_counts(case), self.expected(case, device)["output"]
+            if counts is None or "output" not in got or got["output"].shape != want.shape or \
+                    not tie_broken(got["output"], want, counts, *tolerance(want.dtype, device)):
+                raise
+
 
 @visible_check
 def check_next_token_probs(next_token_probs) -> None:
-    """Temperature 0 and T, top-k and top-p with ties, and their order, against the contract."""
+    """Temperature 0 and T, top-k and top-p with ties (kept together, or cut at the boundary), and their
+    order, against the contract."""
     NextTokenProbs().run_cases(next_token_probs)
-    passed("next_token_probs applies the temperature, then top-k and top-p with their ties, and "
-           "renormalises; temperature 0 is greedy.")
+    passed("next_token_probs applies the temperature, then top-k and top-p (tied tokens at a boundary kept "
+           "together or cut, either is accepted), and renormalises; temperature 0 is greedy.")
 
 
-#: Written by the hidden check's ``snapshot()`` (the case's logits in float64):
-#: {case: {"reference": probabilities, mistake name: probabilities where that mistake differs}}.
-EXPECTED: dict[str, dict[str, list[float]]] = {
+#: Written by the hidden check's ``snapshot()`` (the case's logits in float64): {case: {"reference":
+#: probabilities, KEPT: per row the numbers of tokens an answer may keep (where a filter applies), mistake
+#: name: probabilities where that mistake differs}}.
+EXPECTED: dict[str, dict[str, list]] = {
     'temperature 1, no filter, rows (3, V)': {
         'reference': [
             0.191198276672, 0.0703379151749, 0.0703379151749, 0.0426621020939, 0.519730801109,
@@ -188,9 +232,7 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.169730673269, 0.0406761317649, 0.0406761317649, 0.0, 0.708240931436, 0.0,
             0.0406761317649, 0.0
         ],
-        'top_k_ties_split': [
-            0.18476143415, 0.0, 0.0, 0.0, 0.770960296661, 0.0, 0.0442782691886, 0.0
-        ],
+        'kept counts': [[3, 5]],
         'temperature_multiplied': [
             0.222049092082, 0.110266315848, 0.110266315848, 0.0, 0.447151960372, 0.0,
             0.110266315848, 0.0
@@ -200,6 +242,23 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.0394149757149, 0.0
         ],
     },
+    'temperature 1, top_k=2 (ties right after the k-th), rows (3, V)': {
+        'reference': [
+            0.26894142137, 0.0, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.231475216501, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0
+        ],
+        'kept counts': [[2], [2], [2]],
+        'top_k_one_too_many': [
+            0.207386262834, 0.0762931424779, 0.0762931424779, 0.0, 0.563734309733, 0.0,
+            0.0762931424779, 0.0, 0.0, 0.422318798252, 0.422318798252, 0.155362403497, 0.0, 0.0,
+            0.0, 0.0, 0.191389232284, 0.0, 0.0, 0.635434628936, 0.0, 0.0, 0.0, 0.17317613878
+        ],
+        'not_renormalised': [
+            0.191198276672, 0.0, 0.0, 0.0, 0.519730801109, 0.0, 0.0, 0.0, 0.0, 0.351519323418,
+            0.351519323418, 0.0, 0.0, 0.0, 0.0, 0.0, 0.145387796238, 0.0, 0.0, 0.48270448265, 0.0,
+            0.0, 0.0, 0.0
+        ],
+    },
     'temperature 1.7, top_p=0.65 (ties across p), rows (3, V)': {
         'reference': [
             0.223877581379, 0.124320647712, 0.124320647712, 0.0, 0.403160475485, 0.0,
@@ -207,6 +266,7 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.0, 0.171162226927, 0.0, 0.10691387106, 0.346711892882, 0.10691387106, 0.10691387106,
             0.0, 0.161384267011
         ],
+        'kept counts': [[4, 5], [3], [4, 6]],
         'top_p_drops_crossing': [
             0.297963649074, 0.165461113254, 0.0, 0.0, 0.536575237672, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
             0.0, 0.0, 0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0,
@@ -216,15 +276,10 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.35703986214, 0.0, 0.0, 0.0, 0.64296013786, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
             0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0, 0.237588920716
         ],
-        'top_p_ties_split': [
-            0.255661596673, 0.141970513964, 0.141970513964, 0.0, 0.460397375399, 0.0, 0.0, 0.0, 0.0,
-            0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0, 0.0, 0.217715933386, 0.0,
-            0.135992932832, 0.441012627203, 0.0, 0.0, 0.0, 0.205278506579
-        ],
-        'top_p_ties_split_ascending': [
-            0.255661596673, 0.0, 0.141970513964, 0.0, 0.460397375399, 0.0, 0.141970513964, 0.0, 0.0,
-            0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0, 0.0, 0.217715933386, 0.0,
-            0.0, 0.441012627203, 0.0, 0.135992932832, 0.0, 0.205278506579
+        'unsorted_mask': [
+            0.39613046371, 0.219973771038, 0.219973771038, 0.163921994214, 0.0, 0.0, 0.0, 0.0,
+            0.103054658226, 0.448472670887, 0.448472670887, 0.0, 0.0, 0.0, 0.0, 0.0, 0.24605838778,
+            0.101820953734, 0.153696614123, 0.498424044362, 0.0, 0.0, 0.0, 0.0
         ],
         'temperature_multiplied': [
             0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
@@ -243,6 +298,7 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863,
             0.0, 0.0, 0.0, 0.0
         ],
+        'kept counts': [[2, 3, 5], [2], [2]],
         'top_p_drops_crossing': [
             0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0,
             0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
@@ -256,17 +312,14 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.0, 0.0, 0.410745393842, 0.410745393842, 0.178509212316, 0.0, 0.0, 0.0, 0.0,
             0.21559501156, 0.0, 0.0, 0.586048002231, 0.0, 0.0, 0.0, 0.198356986208
         ],
-        'top_k_ties_split': [
-            0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
-            0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        'top_k_one_too_many': [
+            0.217166088176, 0.09437999287, 0.09437999287, 0.0, 0.499693933214, 0.0, 0.09437999287,
+            0.0, 0.0, 0.410745393842, 0.410745393842, 0.178509212316, 0.0, 0.0, 0.0, 0.0,
+            0.21559501156, 0.0, 0.0, 0.586048002231, 0.0, 0.0, 0.0, 0.198356986208
         ],
-        'top_p_ties_split': [
-            0.267696470045, 0.116340406305, 0.0, 0.0, 0.61596312365, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
-            0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
-        ],
-        'top_p_ties_split_ascending': [
-            0.267696470045, 0.0, 0.0, 0.0, 0.61596312365, 0.0, 0.116340406305, 0.0, 0.0, 0.5, 0.5,
-            0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
+        'unsorted_mask': [
+            0.534989255756, 0.232505372122, 0.232505372122, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0,
+            0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         ],
         'temperature_multiplied': [
             0.231475216501, 0.0, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
@@ -286,6 +339,7 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.00248684909965, 0.139413699953, 0.0263318466225, 0.0573146855159, 0.528889277592,
             0.0573146855159, 0.0573146855159, 0.00866825926416, 0.124752860021
         ],
+        'kept counts': [[8], [8], [8]],
         'temperature_multiplied': [
             0.193384069826, 0.0786240954684, 0.0786240954684, 0.0501329366664, 0.475648059792,
             0.0129964755684, 0.0786240954684, 0.031966171742, 0.0352045839346, 0.334011792601,
@@ -299,9 +353,15 @@ EXPECTED: dict[str, dict[str, list[float]]] = {
             0.26894142137, 0.0, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
             0.0, 0.0, 0.0, 0.231475216501, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0
         ],
+        'kept counts': [[2], [2], [2]],
         'top_p_drops_crossing': [
             0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'unsorted_mask': [
+            0.73105857863, 0.26894142137, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0758581800212,
+            0.924141819979, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.817574476194, 0.182425523806, 0.0, 0.0,
+            0.0, 0.0, 0.0, 0.0
         ],
         'not_renormalised': [
             0.191198276672, 0.0, 0.0, 0.0, 0.519730801109, 0.0, 0.0, 0.0, 0.0, 0.351519323418,

@@ -69,8 +69,8 @@ def sample_case(setting: tuple, dtype: torch.dtype = torch.float64) -> Case:
 
 def untied_probs(logits, temperature=1.0, top_k=None, top_p=None):
     """The contract's probabilities for logits without ties and ``top_k`` at most V, as the stand-in
-    models give: tokens ranked by sorting, so tied tokens would be split (next_token_probs's own
-    check rejects that), and ``probs.topk`` raises for a ``top_k`` above V."""
+    models give: tokens ranked by sorting, so tied tokens would be cut at top-p's boundary (which
+    next_token_probs's own check accepts too), and ``probs.topk`` raises for a ``top_k`` above V."""
     if temperature == 0:
         return torch.zeros_like(logits).scatter(-1, logits.argmax(dim=-1, keepdim=True), 1.0)
     probs = (logits / temperature).softmax(dim=-1)  # (B, V)

@@ -1,4 +1,5 @@
-"""Hidden check of ``next_token_probs``: against the contract's rule (torch.softmax, pairwise ranks).
+"""Hidden check of ``next_token_probs``: against the contract's rule (torch.softmax, pairwise ranks), or a
+filter that cuts tied tokens at its boundary (the numbers of tokens it may keep, :func:`kept_counts`).
 
 The contract's computation lives here, not in the shipped visible check (which holds snapshots of it,
 :data:`course.visible.s10_8.next_token_probs.EXPECTED`, made by :func:`snapshot`): nothing a learner
@@ -12,14 +13,14 @@ import torch
 
 from course.visible.s10_8.next_token_probs import (
     GREEDY_TIES_SPLIT,
+    KEPT,
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,
-    TOP_K_TIES_SPLIT,
+    TOP_K_ONE_TOO_MANY,
     TOP_P_BEFORE_TEMPERATURE,
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
-    TOP_P_TIES_SPLIT,
-    TOP_P_TIES_SPLIT_ASCENDING,
+    UNSORTED_MASK,
     ZERO_AS_ONE,
     NextTokenProbs,
     logits_of,
@@ -41,22 +42,21 @@ def _strictly_ahead(probs):
 
 
 def _top_k(probs, k, kind="ok"):
-    if kind == "topk indices":
+    if kind == "one too many":  # every token at least as likely as the (k+1)-th
+        return _strictly_ahead(probs)[0] < k + 1
+    if kind == "topk indices":  # exactly k, ties cut in torch.topk's order
         index = probs.topk(min(k, probs.shape[-1]), dim=-1).indices
         return torch.zeros_like(probs).scatter(-1, index, 1.0).bool()
     return _strictly_ahead(probs)[0] < k
 
 
 def _top_p(probs, p, kind="ok"):
-    if kind == "ascending":  # Hugging Face's TopPLogitsWarper: drop the least likely while mass <= 1 - p
-        order = probs.sort(dim=-1, stable=True)
-        dropped = order.values.cumsum(-1) <= 1 - p  # (..., V) in ascending order
-        dropped[..., -1] = False  # the most likely token stays
-        return torch.zeros_like(probs).scatter(-1, order.indices, (~dropped).to(probs.dtype)).bool()
-    if kind in ("sorted", "drops crossing"):  # token by token in a stable descending order
+    if kind in ("sorted", "drops crossing", "unsorted"):  # token by token in a stable descending order
         order = probs.sort(dim=-1, descending=True, stable=True)
         through = order.values.cumsum(-1)  # (..., V): the mass of the ranks up to each rank
         kept = through < p if kind == "drops crossing" else through - order.values < p
+        if kind == "unsorted":  # the ranks' mask applied to the tokens as they come
+            return kept
         return torch.zeros_like(probs).scatter(-1, order.indices, kept.to(probs.dtype)).bool()
     return _strictly_ahead(probs)[1] < p
 
@@ -64,7 +64,8 @@ def _top_p(probs, p, kind="ok"):
 def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="ok", p_kind="ok",
                    p_first=False, times=False, renormalise=True, greedy_split=False, filter_at=None,
                    zero_as_one=False):
-    """The contract's probabilities; the keywords switch on known mistakes."""
+    """The contract's probabilities; the keywords switch on known mistakes, or on a cut of the tied tokens
+    at a filter's boundary (:data:`TIE_CUTS`, accepted too)."""
     if temperature == 0 and zero_as_one:
         temperature = 1.0
     if temperature == 0:
@@ -85,12 +86,27 @@ def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="o
 
 VARIANTS = {
     TOP_P_DROPS_CROSSING: {"p_kind": "drops crossing"}, TOP_P_BEFORE_TEMPERATURE: {"filter_at": 1.0},
-    TOP_P_BEFORE_TOP_K: {"p_first": True}, TOP_K_TIES_SPLIT: {"k_kind": "topk indices"},
-    TOP_P_TIES_SPLIT: {"p_kind": "sorted"}, TOP_P_TIES_SPLIT_ASCENDING: {"p_kind": "ascending"},
-    TEMPERATURE_MULTIPLIED: {"times": True},
+    TOP_P_BEFORE_TOP_K: {"p_first": True}, TOP_K_ONE_TOO_MANY: {"k_kind": "one too many"},
+    UNSORTED_MASK: {"p_kind": "unsorted"}, TEMPERATURE_MULTIPLIED: {"times": True},
     NOT_RENORMALISED: {"renormalise": False}, ZERO_AS_ONE: {"zero_as_one": True},
     GREEDY_TIES_SPLIT: {"greedy_split": True},
 }
+
+
+#: How a filter may cut the tokens tied at its boundary: not at all (the contract), or in some order.
+TIE_CUTS = [{"k_kind": k, "p_kind": p} for k in ("ok", "topk indices") for p in ("ok", "sorted")]
+
+
+def kept_counts(logits, temperature=1.0, top_k=None, top_p=None) -> list[list[int]] | None:
+    """Per row, the numbers of tokens an answer may keep: the contract's (ties together), or either filter's
+    cutting a group of tied tokens at its boundary (exactly k; the smallest mass that reaches p); None at
+    temperature 0 or without a filter."""
+    if temperature == 0 or (top_k is None and top_p is None):
+        return None
+    V = logits.shape[-1]
+    kept = [(contract_probs(logits, temperature, top_k, top_p, **cut) > 0).reshape(-1, V).sum(-1)
+            for cut in TIE_CUTS]  # (rows,) each
+    return [sorted(set(row)) for row in torch.stack(kept, -1).tolist()]
 
 
 def snapshot() -> dict:
@@ -101,6 +117,9 @@ def snapshot() -> dict:
         logits, options = logits_of(replace(case, dtype=torch.float64), "cpu"), options_of(case)
         want = contract_probs(logits, **options)
         entry = {"reference": _rounded(want)}
+        counts = kept_counts(logits, **options)
+        if counts is not None:
+            entry[KEPT] = counts
         for mistake, changes in VARIANTS.items():
             wrong = contract_probs(logits, **options, **changes)
             if not torch.allclose(wrong, want, rtol=1e-6, atol=1e-9):  # NaN differs too
@@ -143,3 +162,6 @@ class GradedNextTokenProbs(NextTokenProbs, GradedExercise):
 
     def reference(self, case, device):
         return {"output": contract_probs(logits_of(case, device), **options_of(case))}
+
+    def kept_counts(self, case):
+        return kept_counts(logits_of(replace(case, dtype=torch.float64), "cpu"), **options_of(case))

@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.checking.blocks import UNSCALED_DROPOUT
 from course.visible.s10_5.feed_forward import GELU_ALWAYS, NO_ACTIVATION, RELU_ALWAYS, TANH_GELU, TWICE
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
@@ -56,6 +57,24 @@ class FFNSequential(nn.Module):
     def forward(self, x):
         return self.linear2(self.drop(self.act(self.linear1(x))))
 
+
+
+class FFNHandDropout(FFNBase):
+    """A right answer: dropout written by hand, what it keeps divided by 1 - p."""
+
+    def forward(self, x):
+        h = self.phi(self.linear1(x))
+        if self.training and self.p:
+            h = h * (torch.rand_like(h) >= self.p) / (1 - self.p)
+        return self.linear2(h)
+
+
+class FFNUnscaledDropout(FFNBase):
+    """Dropout written by hand: entries zeroed with probability p, the kept ones not divided by 1 - p."""
+
+    def forward(self, x):
+        h = self.phi(self.linear1(x))
+        return self.linear2(h * (torch.rand_like(h) >= self.p) if self.training else h)
 
 
 class FFNNoActivation(FFNBase):
@@ -121,6 +140,9 @@ def answers(solution):
         right("FFNBase", FFNBase),
         right("FFNErfGelu", FFNErfGelu),
         right("FFNSequential", FFNSequential),
+        right("dropout written by hand, scaled", FFNHandDropout),
+        bug("dropout written by hand, unscaled", FFNUnscaledDropout, hidden=r"dropout=0\.\d+ in train",
+            mistake=UNSCALED_DROPOUT),
         bug("FFNNoActivation", FFNNoActivation, hidden="without its activation", mistake=NO_ACTIVATION),
         bug("FFNAlwaysRelu", FFNAlwaysRelu, hidden="ReLU used although activation='gelu'",
             mistake=RELU_ALWAYS),

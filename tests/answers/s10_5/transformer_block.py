@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from course.checking.blocks import UNSCALED_DROPOUT
 from course.visible.s10_5.feed_forward import NO_ACTIVATION
 from course.visible.s10_5.transformer_block import (
     MASK_IGNORED,
@@ -213,6 +214,18 @@ class BlockDropoutIgnored(BlockBase):
         super().__init__(d_model, num_heads, d_ff, 0.0, activation, norm_first)
 
 
+class BlockUnscaledDropout(BlockBase):
+    """Dropout written by hand: entries zeroed with probability p, the kept ones not divided by 1 - p."""
+
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
+        super().__init__(d_model, num_heads, d_ff, dropout, activation, norm_first)
+        del self.drop
+        self.p, self.drop = dropout, self.unscaled
+
+    def unscaled(self, t):
+        return t * (torch.rand_like(t) >= self.p) if self.training else t
+
+
 class BlockFFNSharedAttention(BlockBase):
     """The pre-norm input normalised with norm1 for both sublayers, norm2 never used."""
 
@@ -256,6 +269,8 @@ def answers(solution):
         bug("activation not passed to FeedForward", BlockActivationIgnored, mistake=RELU),
         bug("dropout not passed on", BlockDropoutIgnored),
         bug("pre-norm: norm1 for both", BlockFFNSharedAttention),
+        bug("dropout written by hand, unscaled", BlockUnscaledDropout, hidden=r"dropout=0\.\d+ in train",
+            mistake=UNSCALED_DROPOUT),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["TransformerBlock"]),
             hidden=ON_A_FIXED_DEVICE),
     ]

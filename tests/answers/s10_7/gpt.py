@@ -5,6 +5,7 @@ import math
 import torch
 from torch import nn
 
+from course.checking.blocks import UNSCALED_DROPOUT
 from course.visible.s10_7.gpt import (
     BLOCKS_WITHOUT_DROPOUT,
     DROPOUT_BEFORE_POSITIONS,
@@ -107,6 +108,14 @@ def family(TransformerBlock):
             positions = torch.arange(ids.shape[1], device=ids.device)
             return self.tok_embed(ids) + self.pos_embed(positions)
 
+    class UnscaledEmbeddingDropout(Written):
+        """The embeddings' dropout written by hand: entries zeroed, the kept ones not divided by 1 - p."""
+
+        def embed(self, ids):
+            positions = torch.arange(ids.shape[1], device=ids.device)
+            x = self.tok_embed(ids) + self.pos_embed(positions)  # (B, n, d)
+            return x * (torch.rand_like(x) >= self.drop.p) if self.training else x
+
     class BlocksWithoutDropout(Written):
         block_dropout = 0
 
@@ -195,6 +204,8 @@ def answers(solution):
             mistake=DROPOUT_BEFORE_POSITIONS),
         bug("dropout on the position embedding only", c["DropoutOnPositionsOnly"], hidden="depend on the ids",
             mistake=NO_EMBEDDING_DROPOUT),
+        bug("embedding dropout written by hand, unscaled", c["UnscaledEmbeddingDropout"],
+            hidden=r"dropout=0\.\d+ in train", mistake=UNSCALED_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),

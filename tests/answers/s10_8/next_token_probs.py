@@ -6,12 +6,11 @@ from course.visible.s10_8.next_token_probs import (
     GREEDY_TIES_SPLIT,
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,
-    TOP_K_TIES_SPLIT,
+    TOP_K_ONE_TOO_MANY,
     TOP_P_BEFORE_TEMPERATURE,
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
-    TOP_P_TIES_SPLIT,
-    TOP_P_TIES_SPLIT_ASCENDING,
+    UNSORTED_MASK,
     ZERO_AS_ONE,
     ZERO_TEMPERATURE,
 )
@@ -24,7 +23,12 @@ def _greedy(logits):
     return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
 
 
-def _keep_top_k(probs, k, split_ties=False, clamp=True):
+def _keep_top_k(probs, k, split_ties=False, clamp=True, one_too_many=False):
+    if one_too_many:  # the sorted probabilities read at index k: the (k+1)-th largest
+        ordered = probs.sort(dim=-1, descending=True).values
+        if k >= probs.shape[-1]:
+            return torch.ones_like(probs, dtype=torch.bool)
+        return probs >= ordered[..., k:k + 1]
     k = min(k, probs.shape[-1]) if clamp else k  # probs.topk(k) raises for k > V
     if split_ties:
         index = probs.topk(k, dim=-1).indices
@@ -34,7 +38,8 @@ def _keep_top_k(probs, k, split_ties=False, clamp=True):
 
 def _keep_top_p(probs, p, kind="ok"):
     """kind: "ok" (strictly more likely mass < p), "crossing" (without the shift), "sorted" (rank by rank),
-    "hugging face" (transformers' TopPLogitsWarper: ascending sort, drop while the mass is <= 1 - p)."""
+    "hugging face" (transformers' TopPLogitsWarper: ascending sort, drop while the mass is <= 1 - p),
+    "unsorted" (rank by rank, the mask never scattered back to the tokens)."""
     if kind == "hugging face":
         ascending, index = probs.sort(dim=-1)
         remove = ascending.cumsum(dim=-1) <= 1 - p
@@ -46,6 +51,8 @@ def _keep_top_p(probs, p, kind="ok"):
         return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative < p)
     if kind == "sorted":
         return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative - ordered < p)
+    if kind == "unsorted":
+        return cumulative - ordered < p
     ahead = (probs[..., None, :] > probs[..., :, None]).to(probs.dtype) @ probs[..., :, None]  # (..., V, 1)
     return ahead[..., 0] < p
 
@@ -55,9 +62,8 @@ def _renorm(probs, keep, renormalise=True):
     return kept / kept.sum(-1, keepdim=True) if renormalise else kept
 
 
-def make(*, k_split=False, k_clamp=True, p_kind="ok", p_first=False, times=False, renormalise=True,
-         greedy_split=False,
-         choose_at_one=False, no_greedy=False, skip_zero=False):
+def make(*, k_split=False, k_clamp=True, k_one_more=False, p_kind="ok", p_first=False, times=False,
+         renormalise=True, greedy_split=False, choose_at_one=False, no_greedy=False, skip_zero=False):
     def next_token_probs(logits, temperature=1.0, top_k=None, top_p=None):
         if temperature == 0 and not no_greedy:
             if greedy_split:
@@ -72,7 +78,7 @@ def make(*, k_split=False, k_clamp=True, p_kind="ok", p_first=False, times=False
         for kind, value in steps:
             if value is None:
                 continue
-            keep = (_keep_top_k(chooser, value, k_split, k_clamp) if kind == "k"
+            keep = (_keep_top_k(chooser, value, k_split, k_clamp, k_one_more) if kind == "k"
                     else _keep_top_p(chooser, value, p_kind))
             probs = _renorm(probs, keep, renormalise is True)
             chooser = _renorm(chooser, keep) if choose_at_one else probs
@@ -113,14 +119,18 @@ def answers(solution):
         right("solution", solution["next_token_probs"]),
         right("pairwise mass, topk threshold", make()),
         right("per_row_loop", per_row_loop),
+        right("top-k keeping exactly k (torch.topk's indices)", make(k_split=True)),
+        right("top-p cutting ties in sorted order", make(p_kind="sorted")),
+        right("top-p as Hugging Face's TopPLogitsWarper", make(p_kind="hugging face")),
+        right("torch.topk's k, then Hugging Face's top-p", make(k_split=True, p_kind="hugging face")),
         bug("top-p drops the crossing token", make(p_kind="crossing"), hidden="differs",
             mistake=TOP_P_DROPS_CROSSING),
         bug("top-p before the temperature", make(choose_at_one=True), mistake=TOP_P_BEFORE_TEMPERATURE),
         bug("top-p before top-k", make(p_first=True), mistake=TOP_P_BEFORE_TOP_K),
-        bug("top-k splits ties", make(k_split=True), mistake=TOP_K_TIES_SPLIT),
-        bug("top-p splits ties", make(p_kind="sorted"), mistake=TOP_P_TIES_SPLIT),
-        bug("top-p as Hugging Face's TopPLogitsWarper", make(p_kind="hugging face"),
-            mistake=TOP_P_TIES_SPLIT_ASCENDING),
+        bug("top-k one token too many (sorted values at index k)", make(k_one_more=True), hidden="differs",
+            mistake=TOP_K_ONE_TOO_MANY),
+        bug("top-p's sorted mask not scattered back", make(p_kind="unsorted"), hidden="differs",
+            mistake=UNSORTED_MASK),
         bug("top_k above V raises (probs.topk(top_k))", make(k_clamp=False), hidden="top_k"),
         bug("temperature multiplied", make(times=True), mistake=TEMPERATURE_MULTIPLIED),
         bug("not renormalised", make(renormalise=False), mistake=NOT_RENORMALISED),
