@@ -63,6 +63,9 @@ class Exercise:
     takes_tensors = True
     #: True during the device probe's run on the CPU: learner code makes its unplaced tensors on 'meta'.
     _unplaced_on_meta = False
+    #: True during the device probe's runs: checks of a case that do not depend on its device (a
+    #: module built apart and run on the CPU) are left out there.
+    probing = False
 
     def cases(self) -> Sequence[Case]:
         """The cases this side runs (grading's subclass lists its own)."""
@@ -123,13 +126,17 @@ class Exercise:
         fails one of them, on any machine (:mod:`course.checking.devices`)."""
         if not self.probes_devices:
             return
-        for case in self.visible_cases:
-            check_device_independence(self.name, partial(self.run, impl, case))
-            self._unplaced_on_meta = True
-            try:
-                expect_placed(self.name, partial(self.run, impl, case, torch.device("cpu")))
-            finally:
-                del self._unplaced_on_meta
+        self.probing = True
+        try:
+            for case in self.visible_cases:
+                check_device_independence(self.name, partial(self.run, impl, case))
+                self._unplaced_on_meta = True
+                try:
+                    expect_placed(self.name, partial(self.run, impl, case, torch.device("cpu")))
+                finally:
+                    del self._unplaced_on_meta
+        finally:
+            del self.probing
 
     def run_cases(self, impl, device: torch.device | str = "cpu") -> None:
         """Every case against the reference, the extra checks, then the device probe: the visible

@@ -118,7 +118,8 @@ class FeedForwardModule(Exercise):
                              bias=True)
         x, p = inputs(case, device)
         if dropping(case.params):
-            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
+            if not self.probing:  # first: a dropout that never acts is told so, not measured
+                self.dropout_modes(impl)
             return {SCALE: self.hidden_scale(module.to(device), case, x.detach(), p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 

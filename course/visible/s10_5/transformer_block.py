@@ -270,7 +270,8 @@ class TransformerBlockModule(Exercise):
         expect_block_structure(self.name, module, ("self_attn",), NORMS, HOW)
         x, mask, p = inputs(case, device)
         if rate:
-            self.dropout_modes(impl)  # first: a dropout that never acts is told so, not measured
+            if not self.probing:  # first: a dropout that never acts is told so, not measured
+                self.dropout_modes(impl)
             return {SCALE: self.sublayer_scale(module.to(device), case, x.detach(), mask, p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
 
