@@ -66,6 +66,9 @@ class Exercise:
     #: True during the device probe's runs: checks of a case that do not depend on its device (a
     #: module built apart and run on the CPU) are left out there.
     probing = False
+    #: How many visible cases the probe also runs with every input on 'meta' (slow: its kernels are
+    #: Python's). The visible check runs one; grading all of them.
+    cases_on_meta: float = 1
 
     def cases(self) -> Sequence[Case]:
         """The cases this side runs (grading's subclass lists its own)."""
@@ -121,15 +124,17 @@ class Exercise:
         return self.takes_tensors and self.name not in WITHOUT_DEVICE_PROBE
 
     def probe_devices(self, impl) -> None:
-        """Every visible case again, first with every input on 'meta', then on the CPU with the
-        tensors learner code makes without a device on 'meta': a tensor made on a fixed device
-        fails one of them, on any machine (:mod:`course.checking.devices`)."""
+        """Every visible case again on the CPU with the tensors learner code makes without a device
+        on 'meta', and the first :attr:`cases_on_meta` of them with every input on 'meta' too: a
+        tensor made on a fixed device fails one of them, on any machine
+        (:mod:`course.checking.devices`)."""
         if not self.probes_devices:
             return
         self.probing = True
         try:
-            for case in self.visible_cases:
-                check_device_independence(self.name, partial(self.run, impl, case))
+            for number, case in enumerate(self.visible_cases):
+                if number < self.cases_on_meta:
+                    check_device_independence(self.name, partial(self.run, impl, case))
                 self._unplaced_on_meta = True
                 try:
                     expect_placed(self.name, partial(self.run, impl, case, torch.device("cpu")))

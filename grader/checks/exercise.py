@@ -10,6 +10,7 @@ on a case: ``mistakes = {SWAPPED: run}``, ``run(case, device) -> Outputs``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
@@ -39,6 +40,8 @@ class GradedExercise(checking.Exercise):
     RESEED = 1000
     #: Grading's own cases, after the visible ones re-seeded (other sizes, float64, another option).
     own_cases: Sequence[Case] = ()
+    #: Grading's device probe runs every visible case on 'meta', not only the first.
+    cases_on_meta = math.inf
 
     def cases(self) -> Sequence[Case]:
         """Every visible case with another seed, then grading's own (a check that needs other
