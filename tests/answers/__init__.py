@@ -115,6 +115,14 @@ def with_torch_attention(model):
     return WithTorchAttention
 
 
+def unscaled_dropout(module, p: float):
+    """Dropout written by hand for ``module`` (as its ``drop``): entries zeroed with probability p in
+    train() mode, the kept ones not divided by 1 - p (the planted bug ``unscaled_dropout``)."""
+    import torch
+
+    return lambda t: t * (torch.rand_like(t) >= p) if module.training else t
+
+
 #: What both sides say of such a bug (the engine's device probe, course.checking.devices).
 ON_A_FIXED_DEVICE = r"fixed device"
 

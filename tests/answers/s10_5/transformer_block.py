@@ -20,7 +20,7 @@ from course.visible.s10_5.transformer_block import (
     PRE_NORMED_RESIDUAL,
     RELU,
 )
-from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right, unscaled_dropout
 from tests.answers.s10_5 import given
 from tests.answers.s10_5.feed_forward import FFNBase, FFNNoActivation
 
@@ -220,10 +220,7 @@ class BlockUnscaledDropout(BlockBase):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
         super().__init__(d_model, num_heads, d_ff, dropout, activation, norm_first)
         del self.drop
-        self.p, self.drop = dropout, self.unscaled
-
-    def unscaled(self, t):
-        return t * (torch.rand_like(t) >= self.p) if self.training else t
+        self.drop = unscaled_dropout(self, dropout)
 
 
 class BlockFFNSharedAttention(BlockBase):

@@ -23,7 +23,7 @@ from course.visible.s10_6.decoder_block import (
     RELU,
     UNSCALED_DROPOUT,
 )
-from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right, unscaled_dropout
 from tests.answers.s10_6 import given
 
 EXERCISE = "DecoderBlock"
@@ -285,10 +285,7 @@ class DecoderUnscaledDropout(DecoderBase):
     def __init__(self, d_model, num_heads, d_ff, dropout=0.0, activation="relu", norm_first=False):
         super().__init__(d_model, num_heads, d_ff, dropout, activation, norm_first)
         del self.drop
-        self.p, self.drop = dropout, self.unscaled
-
-    def unscaled(self, t):
-        return t * (torch.rand_like(t) >= self.p) if self.training else t
+        self.drop = unscaled_dropout(self, dropout)
 
 
 def answers(solution):
