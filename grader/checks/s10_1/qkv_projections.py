@@ -10,6 +10,5 @@ from grader.checks.s10_1.cases import cases
 
 @registered
 class GradedQKVProjections(QKVProjections, GradedExercise):
-
-    def cases(self):
-        return cases()
+    #: Grading's own shapes (its "d_k equal to d" is the visible case's, re-seeded).
+    own_cases = [case for case in cases() if case.kind != "d_k equal to d"]

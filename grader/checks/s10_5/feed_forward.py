@@ -11,10 +11,8 @@ from course.visible.s10_5.feed_forward import FeedForwardModule, dims
 from grader.checks.exercise import GradedExercise, registered
 
 CASES = [
-    Case("relu, B=2, n=3, d_model=6, d_ff=10", 800, dims(2, 3, 6, 10, "relu"), kind="relu"),
-    Case("gelu, B=2, n=3, d_model=6, d_ff=10", 801, dims(2, 3, 6, 10, "gelu"), kind="gelu"),
-    Case("relu, d_ff smaller than d_model", 802, dims(3, 4, 8, 5, "relu"), kind="d_ff smaller"),
-    Case("gelu, B=1, n=7, d_model=4, d_ff=16", 803, dims(1, 7, 4, 16, "gelu"), kind="gelu"),
+    Case("float64, relu, B=2, n=3, d_model=6, d_ff=10", 800, dims(2, 3, 6, 10, "relu"), kind="relu"),
+    Case("float64, gelu, B=1, n=7, d_model=4, d_ff=16", 803, dims(1, 7, 4, 16, "gelu"), kind="gelu"),
     Case("float32, gelu", 804, dims(2, 5, 12, 20, "gelu"), torch.float32, kind="gelu"),
     Case("float32, relu", 805, dims(2, 5, 12, 20, "relu"), torch.float32, kind="relu"),
     Case("gelu, dropout=0.4 in train() mode", 806, dims(3, 5, 6, 6, "gelu", 0.4), kind=DROPPING),
@@ -23,6 +21,4 @@ CASES = [
 
 @registered
 class GradedFeedForward(FeedForwardModule, GradedExercise):
-
-    def cases(self):
-        return CASES
+    own_cases = CASES

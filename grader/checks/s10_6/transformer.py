@@ -9,11 +9,8 @@ from course.visible.s10_6.transformer import TransformerModel, model_case
 from grader.checks.exercise import GradedExercise, registered
 
 CASES = [
-    model_case("post-norm, 1 encoder and 1 decoder block, no padding", 730, (1, 1), padded=False),
     model_case("post-norm, 2 + 2 blocks, source padding", 731, (2, 2)),
     model_case("pre-norm (with the final LayerNorms), 2 + 2 blocks", 732, (2, 2), norm_first=True),
-    model_case("pre-norm, GELU, 1 encoder and 2 decoder blocks", 733, (1, 2), norm_first=True,
-               activation="gelu"),
     model_case("pad_id=3, 2 encoder blocks and 1 decoder block", 734, (2, 1), pad=3),
     model_case("float32, post-norm, 1 + 1 blocks", 735, (1, 1), torch.float32),
 ]
@@ -21,6 +18,4 @@ CASES = [
 
 @registered
 class GradedTransformer(TransformerModel, GradedExercise):
-
-    def cases(self):
-        return CASES
+    own_cases = CASES

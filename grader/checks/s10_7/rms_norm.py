@@ -12,7 +12,6 @@ CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
     norm_case("2-D x (4, 6)", 800, (4, 6)),
     norm_case("3-D x (2, 3, 5)", 801, (2, 3, 5)),
     norm_case("4-D x (2, 2, 3, 4), eps=0.5", 802, (2, 2, 3, 4), 0.5),
-    norm_case("large x (about 100)", 803, (3, 7), scale=100.0),
     norm_case("small x (about 1e-3)", 804, (2, 3, 6), scale=1e-3),
     norm_case("d_model=1", 805, (3, 1), 1e-3),
     norm_case("float32, 3-D x", 820, (2, 4, 8), dtype=torch.float32),
@@ -25,5 +24,8 @@ CASES = [  # name, seed, shape of x, eps (None: the default), dtype, scale of x
 @registered
 class GradedRMSNorm(RMSNormModule, GradedExercise):
 
+    own_cases = CASES
+
     def cases(self):
-        return [case for case in CASES if runs_in(case.dtype)]
+        """The visible cases re-seeded, then grading's own: those of a dtype this device runs."""
+        return [case for case in GradedExercise.cases(self) if runs_in(case.dtype)]
