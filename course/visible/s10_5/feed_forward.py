@@ -118,7 +118,7 @@ class FeedForwardModule(Exercise):
                              bias=True)
         x, p = inputs(case, device)
         if dropping(case.params):
-            if not self.probing:  # first: a dropout that never acts is told so, not measured
+            if not self.probing:  # the dropout case's own first check (off in eval(), on in train())
                 self.dropout_modes(impl)
             return {SCALE: self.hidden_scale(module.to(device), case, x.detach(), p).to(device)}
         params = load_parameters(module.to(device), p, self.name, HOW)
@@ -156,7 +156,6 @@ class FeedForwardModule(Exercise):
 
     def extra_checks(self, impl, device):
         expect_value_error(self.name, lambda: impl(8, 16, activation="tanh"), UNKNOWN_ACTIVATION)
-        self.dropout_modes(impl)
 
 
 @visible_check

@@ -284,13 +284,13 @@ class GPTModel(Exercise):
                 UNSCALED_DROPOUT: lambda case, device: (
                     {SCALE: unscaled_scale(device)} if dropping(case.params) else {})}
     visible_cases = CASES
-    #: The model whose dropout is checked (extra_checks).
+    #: The model whose dropout the dropout cases check first (where it acts, at dropout=1.0).
     dropout_config = DROPOUT_CONFIG
 
     def run(self, impl, case, device):
         cfg = case.params["config"]
         rate = {"dropout": case.params["dropout"]} if dropping(case.params) else {}
-        if rate and not self.probing:  # where dropout acts first (dropout=1.0), then how it scales
+        if rate and not self.probing:  # the dropout case checks where it acts (dropout=1.0), then its scale
             self.embedding_dropout(impl, self.dropout_config)
         model = self.build(impl, case, *cfg.args(), pad_id=cfg.pad_id, **rate)
         expect_layout(model, cfg)
@@ -318,9 +318,6 @@ class GPTModel(Exercise):
         logits = expect_tensor(self.call(where, model, ids), "GPT.forward", where)
         expect_shape(logits, (*ids.shape, cfg.vocab_size), "GPT.forward", where)
         return logits
-
-    def extra_checks(self, impl, device):
-        self.embedding_dropout(impl, self.dropout_config)
 
     def embedding_dropout(self, impl, cfg: Config) -> None:
         """GPT(..., dropout=1.0) in train mode: dropout on the embeddings' sum zeroes what enters the
