@@ -159,8 +159,10 @@ async def run_cells(url: str, headers: dict, sources: list[str]) -> list[dict]:
                 "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
                 "content": {"code": source, "silent": False, "store_history": True,
                             "user_expressions": {}, "allow_stdin": False, "stop_on_error": True}}))
-            printed, reply = "", None
-            while reply is None:
+            # the reply comes on shell, the printed text on iopub: the two may arrive in either
+            # order, and iopub's "idle" says everything the cell printed has been sent
+            printed, reply, idle = "", None, False
+            while reply is None or not idle:
                 message = json.loads(await asyncio.wait_for(channels.read_message(), 120))
                 if message.get("parent_header", {}).get("msg_id") != msg_id:
                     continue
@@ -168,6 +170,8 @@ async def run_cells(url: str, headers: dict, sources: list[str]) -> list[dict]:
                     printed += message["content"]["text"]
                 elif message["msg_type"] == "execute_reply":
                     reply = message["content"]
+                elif message["msg_type"] == "status":
+                    idle = message["content"]["execution_state"] == "idle"
             results.append({"reply": reply, "stdout": printed})
     finally:
         channels.close()

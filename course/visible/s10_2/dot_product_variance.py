@@ -4,6 +4,8 @@ against theory (a variance of d_k, or 1 once scaled); the exercise and its visib
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 from course.checking import VARIANCE_RTOL, Case, CheckFailure, Exercise, passed, visible_check
 
@@ -11,6 +13,9 @@ SCALED_HINT = ("With scaled=True every dot product is divided by sqrt(d_k) befor
                "look at where (and whether) yours is.")
 UNSCALED_HINT = ("Each sample should be one dot product q·k of two vectors of d_k independent standard "
                  "normal entries: look at how you draw q and k, and at what you take the variance of.")
+ALL_PAIRS_HINT = ("Each sample is the dot product of its own pair (row i of q with row i of k): pairing "
+                  "every query with every key builds num_samples² products to estimate the number "
+                  "that num_samples of them give.")
 PER_ENTRY_HINT = ("That is the variance of single products q_i·k_i, not of dot products: a dot product "
                   "adds up d_k such products, one per feature, before the variance is taken.")
 
@@ -19,6 +24,29 @@ def per_entry(value: float, d_k: int, scaled: bool) -> bool:
     """Is an unscaled ``value`` the variance of single products (1), not of dot products (d_k)?
     (Scaled, 1/d_k is also dots / d_k; the unscaled case comes first and tells them apart.)"""
     return not scaled and d_k > 1 and abs(value - 1.0) <= VARIANCE_RTOL
+
+
+#: The largest tensor a simulation of n dot products of width d_k needs, in units of n·d_k: q
+#: and k drawn together are 2; every query with every key is n / d_k (over 9 in every case).
+LARGEST_TENSOR = 4
+
+
+class LargestTensor(TorchDispatchMode):
+    """Notes the number of elements of the largest tensor any PyTorch operator returns."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:  # as forbidden.OperatorTripwire: nothing is compiled
+        return False
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self.largest = max([self.largest, *sizes])
+        return out
 
 
 def cases(sizes, samples: int, seed: int) -> list[Case]:
@@ -52,7 +80,11 @@ class DotProductVariance(Exercise):
 
     def run(self, impl, case, device):
         p = case.params
-        value = self.call(case, impl, p["d_k"], num_samples=p["samples"], scaled=p["scaled"])
+        with LargestTensor() as sizes:
+            value = self.call(case, impl, p["d_k"], num_samples=p["samples"], scaled=p["scaled"])
+        if sizes.largest > LARGEST_TENSOR * p["samples"] * p["d_k"]:
+            raise CheckFailure(f"For {case} yours made a tensor of {sizes.largest:,} numbers, where "
+                               f"num_samples × d_k is {p['samples'] * p['d_k']:,}. {ALL_PAIRS_HINT}")
         return {"variance": torch.tensor(as_number(value), dtype=torch.float64)}
 
     def reference(self, case, device):

@@ -37,12 +37,28 @@ def variance_per_entry(d_k, num_samples=10_000, scaled=False):
     return ((q * k) / math.sqrt(d_k) if scaled else q * k).var().item()
 
 
+def variance_all_pairs(d_k, num_samples=10_000, scaled=False):
+    """Every query with every key, then only the diagonal: num_samples² products for num_samples."""
+    q, k = torch.randn(num_samples, d_k), torch.randn(num_samples, d_k)
+    dots = (q @ k.T).diagonal()
+    return (dots / math.sqrt(d_k) if scaled else dots).var().item()
+
+
+def variance_in_one_draw(d_k, num_samples=10_000, scaled=False):
+    q, k = torch.randn(2, num_samples, d_k)
+    dots = torch.einsum("nd,nd->n", q, k)
+    return (dots / math.sqrt(d_k) if scaled else dots).var().item()
+
+
 def answers(solution):
     return [
         right("solution", solution["dot_product_variance"]),
         right("a 0-d tensor", variance_as_tensor),
+        right("q and k in one draw, einsum", variance_in_one_draw),
         bug("variance_no_scaling", variance_no_scaling, hidden=NOT_SCALED),
         bug("variance_scaled_by_dk", variance_scaled_by_dk, hidden=NOT_SCALED),
         bug("variance_per_entry (not summed)", variance_per_entry, hidden=r"single products"),
         bug("variance_uniform", variance_uniform, hidden="standard normal"),
+        bug("variance_all_pairs (every query with every key)", variance_all_pairs,
+            hidden=r"its own pair \(row i of q"),
     ]
