@@ -200,7 +200,8 @@ def test_a_broken_grader_is_an_error_to_regrade_never_a_zero(tmp_path):
     checks = course / "grader" / "checks" / "s10_1" / "qkv_projections.py"
     source = checks.read_text()
     assert source.rstrip().splitlines()[-1].startswith("    "), "the graded class must end the file"
-    checks.write_text(source.rstrip() + "\n\n    def cases(self):\n        return super().cases() + 1\n")  # TypeError
+    crashing = "\n\n    def cases(self):\n        return super().cases() + 1\n"  # a TypeError
+    checks.write_text(source.rstrip() + crashing)
     root = planted.build(tmp_path / "subs", ["correct"])
     row = grade_copy(course, root, tmp_path / "out")["correct"]
     assert (row.status, row.retry) == (ERROR, True), row.reason
