@@ -178,8 +178,8 @@ class FunctionTripwire(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
-class OperatorTripwire(TorchDispatchMode):
-    """Notes every forbidden ATen operator that runs, whichever Python door led to it."""
+class UncompiledDispatchMode(TorchDispatchMode):
+    """A dispatch mode for the checks: one that watches learner code, never compiled."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -187,6 +187,10 @@ class OperatorTripwire(TorchDispatchMode):
         # not to, and that wrapper imports all of torch._dynamo (about 1 s and 40 MB in
         # every graded kernel) on first use. Nothing here is ever compiled.
         return False
+
+
+class OperatorTripwire(UncompiledDispatchMode):
+    """Notes every forbidden ATen operator that runs, whichever Python door led to it."""
 
     def __init__(self, forbidden: Forbidden, hits: set[str]):
         super().__init__()

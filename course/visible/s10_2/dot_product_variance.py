@@ -4,10 +4,10 @@ against theory (a variance of d_k, or 1 once scaled); the exercise and its visib
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from course.checking import VARIANCE_RTOL, Case, CheckFailure, Exercise, passed, visible_check
+from course.checking.forbidden import UncompiledDispatchMode
 
 SCALED_HINT = ("With scaled=True every dot product is divided by sqrt(d_k) before the variance is taken: "
                "look at where (and whether) yours is.")
@@ -31,12 +31,8 @@ def per_entry(value: float, d_k: int, scaled: bool) -> bool:
 LARGEST_TENSOR = 4
 
 
-class LargestTensor(TorchDispatchMode):
+class LargestTensor(UncompiledDispatchMode):
     """Notes the number of elements of the largest tensor any PyTorch operator returns."""
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:  # as forbidden.OperatorTripwire: nothing is compiled
-        return False
 
     def __init__(self):
         super().__init__()
