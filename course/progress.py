@@ -114,6 +114,9 @@ def observe(cell_source: str, error: BaseException | None) -> None:
         return
     if error is None:
         _outcomes[name] = Outcome("passed")
+    elif _undefined_name(error) == name:  # the test cell ran before the answer cell
+        _outcomes[name] = Outcome("not attempted", f"the cell that defines {name} has not run yet: "
+                                                   "run it, then this test cell")
     elif isinstance(error, NotImplementedError) or type(error).__name__ == "NotAttempted":
         _outcomes[name] = Outcome("not attempted", "it (or an exercise it uses) raises NotImplementedError")
     else:
@@ -121,6 +124,14 @@ def observe(cell_source: str, error: BaseException | None) -> None:
         if type(error).__name__ not in ("AssertionError", "CheckFailure"):
             text = f"{type(error).__name__}: {text}"
         _outcomes[name] = Outcome("failed", text)
+
+
+def _undefined_name(error: BaseException) -> str | None:
+    """The name a NameError says is not defined, or None."""
+    if not isinstance(error, NameError):
+        return None
+    match = re.fullmatch(r"name '(\w+)' is not defined", str(error))
+    return getattr(error, "name", None) or (match.group(1) if match else None)
 
 
 def outcomes() -> dict[str, Outcome]:

@@ -10,6 +10,15 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # What a learner sees in place of a solution.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+# ... except in a prediction's answer cell, which keeps only its `<name> = None` line
+# (grader/publish/stubs.py). An nbgrader without the course's grader package (a learner's, or
+# an exchange-only instructor's: release, fetch, submit) generates nothing and skips this.
+try:
+    from grader.publish.stubs import generate_preprocessors
+except ModuleNotFoundError:
+    pass
+else:
+    c.GenerateAssignment.preprocessors = generate_preprocessors()
 
 # Autograding: a generous per-cell limit; `python -m grader autograde --timeout` overrides it.
 c.Execute.timeout = 120

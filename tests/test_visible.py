@@ -207,9 +207,18 @@ def test_where_you_stand_blank_half_done_finished(fresh_progress):
 
 
 def test_other_errors_are_named(fresh_progress):
-    """Is an error that is not a check's failure (a NameError, say) shown with its type?"""
-    progress.observe('"""Check softmax"""', NameError("name 'softmax' is not defined"))
-    assert "NameError: name 'softmax' is not defined" in progress.report("10.2")
+    """Is an error that is not a check's failure (a NameError of another name, say) shown with its type?"""
+    progress.observe('"""Check softmax"""', NameError("name 'np' is not defined"))
+    assert "NameError: name 'np' is not defined" in progress.report("10.2")
+
+
+def test_a_test_cell_run_before_its_answer_cell_is_not_attempted(fresh_progress):
+    """Does a test cell that meets its exercise's own name undefined (the answer cell has not run:
+    a prediction's, say) read "not attempted", with what to run, rather than "failed"?"""
+    progress.observe('"""Check qk_variance: ..."""', NameError("name 'qk_variance' is not defined"))
+    line = next(line for line in progress.report("10.2").splitlines() if line.startswith("qk_variance"))
+    assert "not attempted" in line and "failed" not in line
+    assert "the cell that defines qk_variance has not run yet" in " ".join(progress.report("10.2").split())
 
 
 @pytest.mark.slow
