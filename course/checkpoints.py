@@ -6,6 +6,11 @@ Colab), one file ``<name>.pt`` each: the model's weights and the ``extras`` that
 trained on. Every notebook still runs alone: :func:`load` says why it could not load (no file,
 other extras, weights that do not fit the model) and returns False, and the notebook trains.
 
+Weights of the right shapes can still belong to a model that computes something else (a learner's
+GPT without its causal mask, say): a saver may pass a ``probe`` input, whose outputs are saved with
+the weights, and :func:`load` then runs the loading notebook's model on it and refuses weights that
+do not give the same outputs there.
+
 In quick mode (grading, the tests) nothing is saved or loaded: the result never depends on what
 ran before.
 """
@@ -39,16 +44,20 @@ def path(name: str) -> Path:
     return folder() / f"{name}.pt"
 
 
-def save(name: str, model: nn.Module, **extras) -> Path | None:
+def save(name: str, model: nn.Module, probe: torch.Tensor | None = None, **extras) -> Path | None:
     """Save ``model``'s weights and ``extras`` (plain values: numbers, strings, lists, dicts) as
-    ``name``; returns the file, or None where nothing was saved (quick mode, a read-only folder)."""
+    ``name``, with ``model(probe)`` when a probe input is given; returns the file, or None where
+    nothing was saved (quick mode, a read-only folder)."""
     if quick_mode():
         return None
     target = path(name)
     weights = {key: value.detach().cpu() for key, value in model.state_dict().items()}
+    saved = {"state_dict": weights, "extras": extras}
+    if probe is not None:
+        saved["probe"] = {"input": probe.detach().cpu(), "output": _outputs(model, probe).cpu()}
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"state_dict": weights, "extras": extras}, target)
+        torch.save(saved, target)
     except OSError as error:
         print(f"{name} not saved ({error}): later notebooks will train their own")
         return None
@@ -57,8 +66,9 @@ def save(name: str, model: nn.Module, **extras) -> Path | None:
 
 
 def load(name: str, model: nn.Module, **extras) -> bool:
-    """Load ``name`` into ``model`` (in eval mode) if it was saved with the same ``extras`` and
-    its weights fit; True when loaded, else False with the reason printed (train instead)."""
+    """Load ``name`` into ``model`` (in eval mode) if it was saved with the same ``extras``, its
+    weights fit and, with them, ``model`` gives the saved outputs on the saved probe; True when
+    loaded, else False with the reason printed and ``model`` as it was (train instead)."""
     if quick_mode():
         return False
     source = path(name)
@@ -79,10 +89,43 @@ def load(name: str, model: nn.Module, **extras) -> bool:
     if not _fits(state, model.state_dict()):  # checked first: a failed load_state_dict copies half
         print(f"the saved {name}'s weights do not fit this notebook's model: training it here")
         return False
+    own = {key: value.clone() for key, value in model.state_dict().items()}
     model.load_state_dict(state)
+    difference = _probe_difference(model, saved.get("probe"))
+    if difference is not None:
+        model.load_state_dict(own)  # as it was: the notebook trains it from its own start
+        print(f"the saved {name} is not loaded: with its weights, this notebook's model gives other outputs "
+              f"on the probe saved with it (up to {difference:.3g} apart), so the model that was trained "
+              f"computes something else. Make the test cells of the notebook that saved it pass and run that "
+              f"notebook again to use its {name} here; until then, this notebook trains its own")
+        return False
     model.eval()
     print(f"loaded {name} from {source}")
     return True
+
+
+@torch.no_grad()
+def _outputs(model: nn.Module, probe: torch.Tensor) -> torch.Tensor:
+    """``model(probe)`` in eval mode (the model's mode is left as it was)."""
+    training = model.training
+    try:
+        return model.eval()(probe.to(next(model.parameters()).device)).float()
+    finally:
+        model.train(training)
+
+
+def _probe_difference(model: nn.Module, probe: dict | None) -> float | None:
+    """The largest difference between ``model``'s outputs on the saved probe and the saved ones,
+    None where they agree (or nothing was probed)."""
+    if probe is None:
+        return None
+    try:
+        got, want = _outputs(model, probe["input"]).cpu(), probe["output"]
+    except Exception:  # noqa: BLE001 - a model that cannot even run the probe computes something else
+        return float("inf")
+    if got.shape == want.shape and torch.allclose(got, want, rtol=1e-3, atol=1e-3):
+        return None
+    return (got - want).abs().max().item() if got.shape == want.shape else float("inf")
 
 
 def _fits(state: dict, own: dict) -> bool:

@@ -106,3 +106,35 @@ def test_read_only_folder_is_said_not_raised(course_tree, monkeypatch, capsys):
     monkeypatch.setattr(torch, "save", refuse)
     assert checkpoints.save("gpt", model()) is None
     assert "not saved" in capsys.readouterr().out
+
+
+class Unnormed(nn.Sequential):
+    """The same weights as model()'s, one layer forgotten in forward: a wrong model of the same shape."""
+
+    def forward(self, x):
+        return self[0](x)
+
+
+def test_same_shaped_model_that_computes_otherwise_is_refused(course_tree, capsys):
+    """Is a model whose weights fit but which computed something else when it was saved (a learner's
+    wrong GPT, loaded into the reference GPT) refused, said, and the loading model left as it was?"""
+    probe = torch.randn(2, 3)
+    wrong = Unnormed(*model(seed=1))
+    with torch.no_grad():
+        wrong[1].weight.mul_(3.0)  # a LayerNorm that forward never calls: it still has to matter
+    checkpoints.save("gpt", wrong, probe=probe, size=1)
+    target = model(seed=4)
+    before = [p.clone() for p in target.parameters()]
+    assert not checkpoints.load("gpt", target, size=1)
+    assert "not loaded" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(before, target.parameters()))
+
+
+def test_probed_model_loads_when_it_computes_the_same(course_tree, capsys):
+    """Does a model saved with a probe load when the loading model gives the saved outputs?"""
+    trained = model(seed=1)
+    checkpoints.save("gpt", trained, probe=torch.randn(2, 3), size=1)
+    fresh = model(seed=2)
+    assert checkpoints.load("gpt", fresh, size=1)
+    assert "loaded gpt" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(trained.parameters(), fresh.parameters()))
