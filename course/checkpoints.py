@@ -54,7 +54,12 @@ def save(name: str, model: nn.Module, probe: torch.Tensor | None = None, **extra
     weights = {key: value.detach().cpu() for key, value in model.state_dict().items()}
     saved = {"state_dict": weights, "extras": extras}
     if probe is not None:
-        saved["probe"] = {"input": probe.detach().cpu(), "output": _outputs(model, probe).cpu()}
+        try:
+            saved["probe"] = {"input": probe.detach().cpu(), "output": _outputs(model, probe).cpu()}
+        except Exception as error:  # noqa: BLE001 - a model that cannot run the probe is not worth loading
+            print(f"{name} not saved: it raised {type(error).__name__} on the probe ({error}); later "
+                  f"notebooks will train their own")
+            return None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         torch.save(saved, target)

@@ -138,3 +138,10 @@ def test_probed_model_loads_when_it_computes_the_same(course_tree, capsys):
     assert checkpoints.load("gpt", fresh, size=1)
     assert "loaded gpt" in capsys.readouterr().out
     assert all(torch.equal(a, b) for a, b in zip(trained.parameters(), fresh.parameters()))
+
+
+def test_model_that_cannot_run_the_probe_is_not_saved(course_tree, capsys):
+    """Is a model that raises on the probe left unsaved, said, rather than raising in the saving cell?"""
+    assert checkpoints.save("gpt", model(), probe=torch.randn(2, 5)) is None  # 5 features for a 3-input layer
+    assert "not saved" in capsys.readouterr().out
+    assert not checkpoints.path("gpt").exists()
