@@ -103,7 +103,7 @@ def read_run(out: Path) -> tuple[dict, list[report.Result]]:
         raise GradebookError(f"{out} holds shard {k}/{n} only: merge the shards first "
                              "(`python -m grader merge OUT-1 ... OUT-N --out GRADED`), then import GRADED.")
     results = report.load_results(out)
-    keys = [tuple(key) for key in manifest["keys"]]
+    keys = report.run_keys(manifest)
     missing = [f"{s}/{a}" for s, a in keys if (s, a) not in results]
     if missing:
         raise GradebookError(f"No result for {len(missing)} submission(s), e.g. {missing[:3]}: "
