@@ -10,7 +10,7 @@ Commands:
   gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
   regrade    grade named students again, keeping everyone else's rows and what they had before
   export     the grades as Canvas's or Moodle's grade import reads them
-  feedback   the feedback pages as one zip per student (and Canvas's bulk-upload zips)
+  feedback   the feedback pages as one zip per student (and Canvas's or Moodle's bulk-upload zips)
   new-exercise  a new exercise's files and notebook cells, placeholders to fill (docs/course.md)
 """
 
@@ -130,8 +130,7 @@ def _export(args: argparse.Namespace) -> int:
 def _feedback(args: argparse.Namespace) -> int:
     from grader.export import feedback_bundles
 
-    paths = feedback_bundles(Path(args.out), Path(args.to) if args.to else None)
-    print(f"wrote {len(paths)} feedback bundle(s) in {paths[0].parent if paths else args.out}")
+    print(feedback_bundles(Path(args.out), Path(args.to) if args.to else None).text())
     return 0
 
 
@@ -297,7 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     bundles = commands.add_parser(
         "feedback", help="the feedback pages as one zip per student, to upload or send",
         description="Write OUT/feedback-bundles/<student>.zip (or into --to DIR), and for a class "
-                    "graded from a Canvas zip canvas-<assignment>.zip with Canvas's file names.")
+                    "graded from a Canvas or Moodle zip canvas-<assignment>.zip or "
+                    "moodle-<assignment>.zip for the LMS's bulk upload of feedback files. "
+                    "Students whose submissions have no feedback page are listed.")
     bundles.add_argument("out", help="the --out folder of autograde (or of merge)")
     bundles.add_argument("--to", help="folder for the zips (default OUT/feedback-bundles)")
     bundles.set_defaults(run=_feedback)

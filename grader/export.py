@@ -271,39 +271,68 @@ def canvas_id(student: str, by_student: dict[str, dict[str, Result]],
 # ---------------------------------------------------------------- feedback bundles
 
 
-def feedback_bundles(out: Path, dest: Path | None = None) -> list[Path]:
+@dataclass
+class Bundles:
+    """What ``grader feedback`` wrote, and the rows that have no feedback page to send."""
+
+    folder: Path
+    paths: list[Path] = field(default_factory=list)
+    no_feedback: list[str] = field(default_factory=list)  # "student/assignment (why)"
+
+    def text(self) -> str:
+        lines = [f"wrote {len(self.paths)} feedback bundle(s) in {self.folder}"]
+        if self.no_feedback:
+            lines.append(f"NO FEEDBACK PAGE, nothing to send ({len(self.no_feedback)}): tell them yourself "
+                         "why, or regrade them once fixed: " + "; ".join(self.no_feedback))
+        return "\n".join(lines)
+
+
+def bulk_name(r: Result, page: str) -> str | None:
+    """The name of a feedback page in an LMS's bulk upload of feedback files, from the ids the
+    LMS's zip gave the submission (None for a submission that did not come from one):
+    Canvas: ``<name>_[late_]<user id>_<submission id>_<page>``; Moodle: the participant's
+    folder of its download, ``<Full Name>_<participant id>_assignsubmission_file_/<page>``."""
+    if r.lms.get("lms") == "canvas":
+        late = "late_" if r.lms.get("late") == "yes" else ""
+        return f"{r.lms.get('name', r.student_id)}_{late}{r.lms['user_id']}_{r.lms['submission_id']}_{page}"
+    if r.lms.get("lms") == "moodle":
+        return f"{r.lms['name']}_{r.lms['participant_id']}_assignsubmission_file_/{page}"
+    return None
+
+
+def feedback_bundles(out: Path, dest: Path | None = None) -> Bundles:
     """One zip per student (``<student>.zip``: ``<assignment>/<notebook>.html``) to send or
-    upload, and for a class graded from a Canvas zip one ``canvas-<assignment>.zip`` per
-    assignment whose files carry Canvas's names (``<student>_<user id>_<submission id>_
-    <notebook>.html``), for Canvas's bulk upload of submission comments."""
+    upload, and for a class graded from an LMS's zip one ``<lms>-<assignment>.zip`` per
+    assignment in the LMS's bulk-upload layout (:func:`bulk_name`: Canvas's submission
+    comments, Moodle's "Upload multiple feedback files in a zip"). Rows without a page (a
+    submission that could not be graded) are listed."""
     _, results = read_run(out)
     dest = dest or out / "feedback-bundles"
     dest.mkdir(parents=True, exist_ok=True)
-    written = []
+    done = Bundles(dest)
     by_student: dict[str, list[Result]] = {}
     for r in sorted(results, key=lambda r: r.key):
         if r.feedback:
             by_student.setdefault(r.student_id, []).append(r)
+        else:
+            done.no_feedback.append(f"{r.student_id}/{r.assignment} ({r.reason or r.status})")
     for student, rows in by_student.items():
         path = dest / f"{student}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
             for r in rows:
                 for page in r.feedback:
                     bundle.write(out / page, f"{r.assignment}/{Path(page).name}")
-        written.append(path)
-    canvas: dict[str, list[Result]] = {}
+        done.paths.append(path)
+    bulk: dict[tuple[str, str], list[Result]] = {}
     for rows in by_student.values():
         for r in rows:
-            if r.lms.get("lms") == "canvas":
-                canvas.setdefault(r.assignment, []).append(r)
-    for assignment, rows in canvas.items():
-        path = dest / f"canvas-{assignment}.zip"
+            if bulk_name(r, "") is not None:
+                bulk.setdefault((r.lms["lms"], r.assignment), []).append(r)
+    for (lms, assignment), rows in sorted(bulk.items()):
+        path = dest / f"{lms}-{assignment}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
             for r in rows:
                 for page in r.feedback:
-                    late = "late_" if r.lms.get("late") == "yes" else ""
-                    ids = f"{r.lms['user_id']}_{r.lms['submission_id']}"
-                    name = r.lms.get("name", r.student_id)
-                    bundle.write(out / page, f"{name}_{late}{ids}_{Path(page).name}")
-        written.append(path)
-    return written
+                    bundle.write(out / page, bulk_name(r, Path(page).name))
+        done.paths.append(path)
+    return done

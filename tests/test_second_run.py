@@ -10,6 +10,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import shutil
+import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -20,7 +24,7 @@ from grader.autograde.host import run as run_module
 from grader.autograde.host.options import Options
 from grader.autograde.host.out_folder import NOT_GRADED
 from grader.autograde.host.run import autograde
-from grader.export import export
+from grader.export import export, feedback_bundles
 from grader.regrade import regrade
 from grader.results import Result, load_results
 from samples import ROOT, notebook_path
@@ -37,14 +41,18 @@ def notebook(fixed: bool = False) -> str:
 
 
 def fake_grade_all(gradable, assignments, digests, options, out, work, run) -> dict:
-    """Grading without kernels: 4 points for a notebook marked fixed, 2 for any other."""
+    """Grading without kernels: 4 points for a notebook marked fixed, 2 for any other, and a
+    feedback page left in the outbox as a worker leaves it."""
     for sub in gradable:
         fixed = nbformat.read(sub.folder / sub.files[0], as_version=4).metadata.get("test_fixed")
         score = 4.0 if fixed else 2.0
+        outbox = work / "outbox" / sub.student
+        (outbox / "feedback").mkdir(parents=True)
+        (outbox / "feedback" / "self_attention.html").write_text(f"<html>{sub.student}: {score}</html>")
         run.record(Result(sub.student, sub.assignment, score=score, max_score=4.0,
                           points={"qkv_projections": 2.0, "QKVProjection": score - 2.0},
                           max_points={"qkv_projections": 2.0, "QKVProjection": 2.0},
-                          content_hash=digests[sub.key]))
+                          content_hash=digests[sub.key]), str(outbox))
     return {"files": "stand-in"}
 
 
@@ -176,3 +184,76 @@ def test_moodle_roster_by_participant_id(term, tmp_path):
     summary, lines = exported(tmp_path, term["out"], "moodle")
     assert lines == ["Ann,Ek,,ann@x.org,2", "Bo,Ek,,bo@x.org,2", "Zoë,Ñúñez-Çelik,,zoe@x.org,2"]
     assert not summary.not_in_roster and not summary.no_submission
+
+
+def test_a_learner_cannot_print_the_host_into_her_feedback(tmp_path, monkeypatch):
+    """F7: whatever a learner's cell prints of the grading environment (PATH, PYTHONPATH,
+    sys.prefix, a traceback's files, OUT) reaches her page as [grading host], the rest as it was."""
+    from grader.autograde.host.out_folder import Out
+    from grader.autograde.sandbox.config import kernel_env
+
+    monkeypatch.setenv("COURSE_ROOT", str(ROOT))
+    env = kernel_env(tmp_path / "home", tmp_path / "records", 1)
+    printed = "\n".join([f"{k}={v}" for k, v in env.items()] + [sys.prefix, str(ROOT / "grader" / "x.py"),
+                                                                   str(tmp_path / "out"), "/usr/bin/python3"])
+    outbox = tmp_path / "outbox"
+    (outbox / "feedback").mkdir(parents=True)
+    (outbox / "feedback" / "nb.html").write_text(f"<html><body><pre>{printed}</pre></body></html>")
+    out = Out(tmp_path / "out", ["x"])
+    result = Result("ann", A, content_hash="h")
+    out.publish(result, outbox)
+    page = (tmp_path / "out" / result.feedback[0]).read_text()
+    for secret in (sys.prefix, str(ROOT), str(tmp_path / "out"), os.path.dirname(sys.executable)):
+        assert secret not in page, secret
+    assert "[grading host]/grader/x.py" in page and "/usr/bin/python3" in page
+
+
+def test_kernels_drop_to_nobody_only_where_it_can_read_python(monkeypatch, tmp_path):
+    """The shared-host note (docs/grading.md): as root, kernels run as the sandbox user only if
+    it can read the course's Python; under a private home they run as the grader's user, and
+    the summary says why and what to do."""
+    from grader.autograde.host import sandbox
+    from grader.autograde.sandbox.config import Limits, SandboxConfig
+
+    shared = Path(tempfile.mkdtemp(dir="/tmp"))
+    private = tmp_path / "home" / "python"
+    try:
+        for folder, mode in ((shared, 0o755), (private.parent, 0o700)):
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(mode)
+            (folder / "python").touch()
+            (folder / "python").chmod(0o755)
+        monkeypatch.setattr(sandbox, "sandbox_user", lambda config: (65534, 65534))
+        owner = private.parent.stat().st_uid
+        assert owner != 65534 or os.geteuid() != 0
+        config = SandboxConfig(Limits(), user="nobody")
+        monkeypatch.setattr(sandbox, "required_paths", lambda: [private])
+        dropped, said = sandbox.resolve_user(config)
+        assert dropped.user is None and "cannot read" in said and "outside a private home" in said
+        monkeypatch.setattr(sandbox, "required_paths", lambda: [shared / "python"])
+        kept, said = sandbox.resolve_user(config)
+        assert kept.user == "nobody" and said == "kernels run as nobody"
+    finally:
+        shutil.rmtree(shared)
+
+
+@pytest.mark.parametrize("term", ["canvas", "moodle"], indirect=True)
+def test_feedback_bulk_zip_for_the_lms_and_who_gets_none(term, tmp_path):
+    """F5, F6: the feedback command writes the LMS's bulk-upload zip (Canvas's file names,
+    Moodle's participant folders) and names the students it has no page for."""
+    out, files, lms = term["out"], term["files"], term["lms"]
+    broken = {"canvas": "dee_14_4_self_attention.ipynb",
+              "moodle": "Dee Ek_119_assignsubmission_file_/self_attention.ipynb"}[lms]
+    batch = lms_zip(tmp_path / "more.zip", {**{f: notebook() for f, _ in files.values()}, broken: "not json"})
+    autograde(batch, out, Options(solutions=ROOT / "solutions", progress=False))
+    done = feedback_bundles(out)
+    dee = {"canvas": "dee-14", "moodle": "deeek-119"}[lms]
+    assert done.no_feedback == [f"{dee}/{A} ({rows(out / 'grades.csv')[dee]['reason']})"]
+    assert "NO FEEDBACK PAGE, nothing to send (1): " in done.text() and "not a valid notebook" in done.text()
+    with zipfile.ZipFile(out / "feedback-bundles" / f"{lms}-{A}.zip") as zf:
+        names = sorted(zf.namelist())
+    if lms == "canvas":
+        assert names == ["ann_11_1_self_attention.html", "bo_12_2_self_attention.html",
+                         "cy_late_13_3_self_attention.html"]
+    else:
+        assert names == sorted(f.rsplit("/", 1)[0] + "/self_attention.html" for f, _ in files.values())

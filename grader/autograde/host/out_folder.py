@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 from grader import late
-from grader.autograde.host.pages import finish_page
+from grader.autograde.host.pages import finish_page, host_paths
 from grader.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
@@ -121,8 +121,9 @@ class Out:
         for name in EXCHANGE_FILES if source and pages.is_dir() else ():
             if (source / name).is_file():
                 shutil.copy(source / name, pages / name)
+        private = host_paths(self.root)
         for page in sorted(pages.glob("*.html")):
-            page.write_text(finish_page(page.read_text(encoding="utf-8"), result), encoding="utf-8")
+            page.write_text(finish_page(page.read_text(encoding="utf-8"), result, private), encoding="utf-8")
         result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
         shutil.rmtree(outbox, ignore_errors=True)
 
