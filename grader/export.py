@@ -22,10 +22,14 @@ refused, not mixed:
 The roster is a CSV with a header: ``student_id`` (the name of the student's submission
 folder, or the name part of a Canvas file) and any of ``name``, ``canvas_id``,
 ``sis_user_id``, ``sis_login_id``, ``section``, ``first_name``, ``last_name``, ``email``,
-``id_number``. Nobody is dropped silently: a graded student missing from the roster, a
-roster row without a submission, a flagged row (left empty unless ``--include-flagged``)
-and a row the grader failed on (left empty until a rerun grades it) are each listed in
-what the command prints, and the rows without a grade are written with an empty cell.
+``id_number``; instead of ``student_id`` a row may give ``participant_id`` (Moodle's; its
+grading worksheet's ``Identifier``, ``Participant 116``), matched to the participant id of
+the Moodle zip the class was graded from. Nobody is dropped silently: a graded student
+missing from the roster, a roster row without a submission, a flagged row (left empty
+unless ``--include-flagged``), a row the grader failed on (left empty until a rerun grades
+it), a row kept from an earlier batch that lacked its student (exported) and the files of
+``OUT/not-graded.csv`` are each listed in what the command prints, and the rows without a
+grade are written with an empty cell.
 """
 
 from __future__ import annotations

@@ -257,3 +257,28 @@ def test_feedback_bulk_zip_for_the_lms_and_who_gets_none(term, tmp_path):
                          "cy_late_13_3_self_attention.html"]
     else:
         assert names == sorted(f.rsplit("/", 1)[0] + "/self_attention.html" for f, _ in files.values())
+
+
+def test_a_merge_keeps_the_rows_its_shards_kept(tmp_path):
+    """Shards graded into folders that held a student the new batch lacks: the merged
+    grades.csv, manifest and export keep her row, marked."""
+    from grader.gradebook import read_run
+    from grader.merge import merge
+    from grader.results import save_result
+
+    def row(student: str, missing_from: str = "") -> Result:
+        return Result(student, A, score=2.0, max_score=2.0, points={"qkv_projections": 2.0},
+                      max_points={"qkv_projections": 2.0}, content_hash="h", missing_from=missing_from)
+
+    keys = [["ann", A], ["bo", A]]
+    outs = [tmp_path / "s1", tmp_path / "s2"]
+    for k, (out, student) in enumerate(zip(outs, ("ann", "bo")), start=1):
+        save_result(out, row(student))
+        kept = [["cy", A]] if k == 1 else []
+        (out / "manifest.json").write_text(json.dumps({"shard": [k, 2], "keys": keys, "kept": kept,
+                                                       "exercises": ["qkv_projections"]}))
+    save_result(outs[0], row("cy", "later.zip"))
+    merge(outs, tmp_path / "merged")
+    got = rows(tmp_path / "merged" / "grades.csv")
+    assert {s: r["in_batch"] for s, r in got.items()} == {"ann": "yes", "bo": "yes", "cy": "no"}
+    assert [r.student_id for r in read_run(tmp_path / "merged")[1]] == ["ann", "bo", "cy"]

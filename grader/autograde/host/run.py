@@ -12,6 +12,9 @@ How a run goes (docs/grading.md has the instructor's version):
 4. Start ``--jobs`` workers (:mod:`grader.autograde.host.pool`); each grades one
    submission at a time (:mod:`grader.autograde.worker.job`). Every result goes into OUT
    as it completes, by this process alone (:mod:`grader.autograde.host.out_folder`).
+
+Earlier results in OUT that the batch does not hold stay rows of grades.csv, the report and
+the export (:func:`carry_over`); a student a new batch of her assignment lacks is marked.
 """
 
 from __future__ import annotations
