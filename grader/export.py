@@ -218,7 +218,7 @@ def export(out: Path | list[Path], lms: str, roster_path: Path | None = None, de
             elif r.status == ERROR:
                 summary.ungradable.append(f"{student}/{r.assignment} ({r.reason})")
             if r.missing_from:
-                summary.absent.append(f"{student}/{r.assignment} (not in {r.missing_from})")
+                summary.absent.append(r.kept_note)
     for one in outs:
         files = read_not_graded(one)
         if files:

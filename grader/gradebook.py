@@ -75,6 +75,7 @@ class ImportSummary:
     feedback_placed: int = 0
     feedback_not_placed: list[str] = field(default_factory=list)
     files: str = ""  # the folder of autograded/ and feedback/ for this gradebook
+    absent: list[str] = field(default_factory=list)  # rows kept from an earlier batch that lacked them
 
     def text(self) -> str:
         lines = [f"Imported into {self.db_url}: {self.submissions_added} new, "
@@ -94,6 +95,9 @@ class ImportSummary:
                          "send them the zips of `python -m grader feedback OUT` instead): "
                          + ", ".join(self.feedback_not_placed[:5])
                          + (" ..." if len(self.feedback_not_placed) > 5 else ""))
+        if self.absent:
+            lines.append(f"NOT IN THE LATEST BATCH, imported with the grade of an earlier one "
+                         f"({len(self.absent)}): " + "; ".join(self.absent))
         lines += [f"kept the manual score entered by hand: {k}" for k in self.kept_manual]
         lines += [f"no submission recorded for {k}" for k in self.not_graded]
         return "\n".join(lines)
@@ -409,6 +413,8 @@ def import_run(out: Path, root: Path | None = None, db_url: str | None = None) -
                 known.add(result.student_id)
                 summary.students_added.append(result.student_id)
             import_submission(gb, ledger, files, Path(out), result, summary, policy)
+            if result.missing_from:
+                summary.absent.append(result.kept_note)
         gb.db.commit()
     return summary
 

@@ -87,6 +87,14 @@ class Result:
         return f"submitted {self.seconds_late / 3600:.1f} h after the deadline"
 
     @property
+    def kept_note(self) -> str:
+        """``ann/10.1-... (not in later.zip of ...)`` for a row kept from an earlier batch that
+        lacked its student (``missing_from``), as every command that lists them says it."""
+        if not self.missing_from:
+            return ""
+        return f"{self.student_id}/{self.assignment} (not in {self.missing_from})"
+
+    @property
     def key(self) -> tuple[str, str]:
         return self.student_id, self.assignment
 

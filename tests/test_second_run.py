@@ -25,9 +25,11 @@ from grader.autograde.host.options import Options
 from grader.autograde.host.out_folder import NOT_GRADED
 from grader.autograde.host.run import autograde
 from grader.export import export, feedback_bundles
+from grader.gradebook import import_run
 from grader.regrade import regrade
 from grader.results import Result, load_results
 from samples import ROOT, notebook_path
+from tests.test_gradebook_import import scratch_course
 
 A = "10.1-self-attention"
 NB = notebook_path(A, "notebooks").read_text()
@@ -153,6 +155,9 @@ def test_a_later_download_without_a_student_keeps_her_row_marked(term, tmp_path)
     assert export_summary.rows == 3 and any(line.endswith(",2") and ("13" in line or "zoe" in line)
                                             for line in lines)
     assert "NOT IN THE LATEST BATCH, exported with the grade of an earlier one (1)" in export_summary.text()
+    imported = import_run(out, root=scratch_course(tmp_path / "course"))
+    said = imported.text()
+    assert f"NOT IN THE LATEST BATCH, imported with the grade of an earlier one (1): {cy}/{A}" in said
     back = autograde(term["first"], out, Options(solutions=ROOT / "solutions", progress=False))
     assert not back.absent and rows(out / "grades.csv")[cy]["in_batch"] == "yes"
     assert not load_results(out)[(cy, A)].missing_from

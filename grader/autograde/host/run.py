@@ -61,8 +61,7 @@ class Run:
         self.carried = [carried[k] for k in sorted(carried or {})]
         self.lock = threading.Lock()
         self.summary = Summary(out=str(out.root), skipped=len(kept), carried=len(self.carried),
-                               absent=[f"{r.student_id}/{r.assignment} (not in {r.missing_from})"
-                                       for r in self.carried if r.missing_from])
+                               absent=[r.kept_note for r in self.carried if r.missing_from])
         self.bar = None
         out.start([kept[k] for k in keys if k in kept], self.carried)
 
