@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "several: one column per assignment of them all")
     lms.add_argument("--lms", required=True, choices=["canvas", "moodle"])
     lms.add_argument("--roster", help="CSV with student_id and the LMS's ids (Canvas: canvas_id, "
-                     "not needed for a class graded from a Canvas zip; Moodle: email or id_number)")
+                     "not needed for a class graded from a Canvas zip; Moodle: email or id_number, "
+                     "and participant_id instead of student_id: its grading worksheet as it is)")
     lms.add_argument("--to", help="the CSV to write (default OUT/<lms>-grades.csv)")
     lms.add_argument("--canvas-assignment-id", action="append", metavar="[ASSIGNMENT=]ID",
                      help="Canvas's id of the assignment to fill (column 'NAME (ID)'; repeatable)")
