@@ -10,7 +10,7 @@ Commands:
   gradebook  import a finished (or merged) autograde run into the course's nbgrader gradebook
   regrade    grade named students again, keeping everyone else's rows and what they had before
   export     the grades as Canvas's or Moodle's grade import reads them
-  feedback   the feedback pages as one zip per student (and Canvas's bulk-upload zips)
+  feedback   the feedback pages as one zip per student (and Canvas's or Moodle's bulk-upload zips)
   new-exercise  a new exercise's files and notebook cells, placeholders to fill (docs/course.md)
 """
 
@@ -130,8 +130,7 @@ def _export(args: argparse.Namespace) -> int:
 def _feedback(args: argparse.Namespace) -> int:
     from grader.export import feedback_bundles
 
-    paths = feedback_bundles(Path(args.out), Path(args.to) if args.to else None)
-    print(f"wrote {len(paths)} feedback bundle(s) in {paths[0].parent if paths else args.out}")
+    print(feedback_bundles(Path(args.out), Path(args.to) if args.to else None).text())
     return 0
 
 
@@ -286,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "several: one column per assignment of them all")
     lms.add_argument("--lms", required=True, choices=["canvas", "moodle"])
     lms.add_argument("--roster", help="CSV with student_id and the LMS's ids (Canvas: canvas_id, "
-                     "not needed for a class graded from a Canvas zip; Moodle: email or id_number)")
+                     "not needed for a class graded from a Canvas zip; Moodle: email or id_number, "
+                     "and participant_id instead of student_id: its grading worksheet as it is)")
     lms.add_argument("--to", help="the CSV to write (default OUT/<lms>-grades.csv)")
     lms.add_argument("--canvas-assignment-id", action="append", metavar="[ASSIGNMENT=]ID",
                      help="Canvas's id of the assignment to fill (column 'NAME (ID)'; repeatable)")
@@ -297,7 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
     bundles = commands.add_parser(
         "feedback", help="the feedback pages as one zip per student, to upload or send",
         description="Write OUT/feedback-bundles/<student>.zip (or into --to DIR), and for a class "
-                    "graded from a Canvas zip canvas-<assignment>.zip with Canvas's file names.")
+                    "graded from a Canvas or Moodle zip canvas-<assignment>.zip or "
+                    "moodle-<assignment>.zip for the LMS's bulk upload of feedback files. "
+                    "Students whose submissions have no feedback page are listed.")
     bundles.add_argument("out", help="the --out folder of autograde (or of merge)")
     bundles.add_argument("--to", help="folder for the zips (default OUT/feedback-bundles)")
     bundles.set_defaults(run=_feedback)

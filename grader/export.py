@@ -22,21 +22,27 @@ refused, not mixed:
 The roster is a CSV with a header: ``student_id`` (the name of the student's submission
 folder, or the name part of a Canvas file) and any of ``name``, ``canvas_id``,
 ``sis_user_id``, ``sis_login_id``, ``section``, ``first_name``, ``last_name``, ``email``,
-``id_number``. Nobody is dropped silently: a graded student missing from the roster, a
-roster row without a submission, a flagged row (left empty unless ``--include-flagged``)
-and a row the grader failed on (left empty until a rerun grades it) are each listed in
-what the command prints, and the rows without a grade are written with an empty cell.
+``id_number``; instead of ``student_id`` a row may give ``participant_id`` (Moodle's; its
+grading worksheet's ``Identifier``, ``Participant 116``), matched to the participant id of
+the Moodle zip the class was graded from. Nobody is dropped silently: a graded student
+missing from the roster, a roster row without a submission, a flagged row (left empty
+unless ``--include-flagged``), a row the grader failed on (left empty until a rerun grades
+it), a row kept from an earlier batch that lacked its student (exported) and the files of
+``OUT/not-graded.csv`` are each listed in what the command prints, and the rows without a
+grade are written with an empty cell.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import late
+from grader.autograde.host.out_folder import NOT_GRADED, read_not_graded
 from grader.errors import ExportError
 from grader.gradebook import read_run
 from grader.results import ERROR, FLAGGED, Result, atomic_write, number
@@ -59,6 +65,8 @@ class ExportSummary:
     flagged: list[str] = field(default_factory=list)  # left empty (or exported, if asked)
     retry: list[str] = field(default_factory=list)  # the grader's failure: left empty
     ungradable: list[str] = field(default_factory=list)  # no gradable submission: left empty, with why
+    absent: list[str] = field(default_factory=list)  # kept from an earlier batch: exported, said
+    not_graded: list[str] = field(default_factory=list)  # OUT/not-graded.csv files that list something
     included_flagged: bool = False
 
     def text(self) -> str:
@@ -78,25 +86,57 @@ class ExportSummary:
                          + ", ".join(self.retry))
         if self.ungradable:
             lines.append(f"not gradable, left empty ({len(self.ungradable)}): " + "; ".join(self.ungradable))
+        if self.absent:
+            lines.append(f"NOT IN THE LATEST BATCH, exported with the grade of an earlier one "
+                         f"({len(self.absent)}): " + "; ".join(self.absent)
+                         + " — check whether they withdrew or the download missed them")
+        lines += [f"NOT GRADED: {what}" for what in self.not_graded]
         return "\n".join(lines)
 
 
+#: Other names of the roster's columns: Moodle's grading worksheet (``Identifier``:
+#: ``Participant 116``, ``Full name``, ``Email address``) serves as a roster as it is.
+ROSTER_ALIASES = {"identifier": "participant_id", "full_name": "name", "email_address": "email"}
+
+
 def read_roster(path: Path) -> dict[str, dict[str, str]]:
-    """The roster's rows by ``student_id`` (header names matched loosely: ``Student ID``)."""
+    """The roster's rows by ``student_id``, or by ``participant N`` for a row that gives Moodle's
+    participant id instead (matched to the students by :func:`match_participants`). Header
+    names are matched loosely: ``Student ID``, ``Email address``."""
     if not path.is_file():
         raise ExportError(f"No roster at {path}.")
     with open(path, newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle)
         names = {h: "_".join(h.strip().lower().replace("-", " ").split()) for h in reader.fieldnames or []}
-        if "student_id" not in names.values():
+        names = {h: ROSTER_ALIASES.get(n, n) for h, n in names.items()}
+        if not {"student_id", "participant_id"} & set(names.values()):
             raise ExportError(f"{path} has no student_id column (the name of each student's "
-                              f"submission folder); its columns: {', '.join(names)}.")
+                              "submission folder) and no participant_id (Moodle's, or its grading "
+                              f"worksheet's Identifier); its columns: {', '.join(names)}.")
         roster = {}
         for row in reader:
             entry = {names[k]: (v or "").strip() for k, v in row.items() if k in names}
-            if entry.get("student_id"):
-                roster[entry["student_id"]] = entry
+            pid = re.sub(r"^participant\s*", "", entry.get("participant_id", ""), flags=re.I)
+            entry["participant_id"] = pid
+            key = entry.get("student_id") or (f"participant {pid}" if pid else "")
+            if key:
+                roster[key] = entry
     return roster
+
+
+def match_participants(roster: dict[str, dict[str, str]],
+                       by_student: dict[str, dict[str, Result]]) -> dict[str, dict[str, str]]:
+    """The roster with each row that gives a participant id (and no student_id) keyed by the
+    student whose Moodle folder carried that id (``John Smith_116_...``): the display name,
+    its letters or its spelling play no part."""
+    owner = {r.lms["participant_id"]: student for student, rows in by_student.items()
+             for r in rows.values() if r.lms.get("participant_id")}
+    matched = {}
+    for key, entry in roster.items():
+        if not entry.get("student_id") and entry["participant_id"] in owner:
+            key = owner[entry["participant_id"]]
+        matched[key] = entry
+    return matched
 
 
 def grade_cell(result: Result, include_flagged: bool) -> str:
@@ -165,6 +205,7 @@ def export(out: Path | list[Path], lms: str, roster_path: Path | None = None, de
     summary = ExportSummary(dest or out / f"{lms}-grades.csv", included_flagged=include_flagged)
     students = sorted(by_student)
     if roster is not None:
+        roster = match_participants(roster, by_student)
         summary.not_in_roster = [s for s in students if s not in roster]
         summary.no_submission = [s for s in roster if s not in by_student]
         students = list(roster)
@@ -176,6 +217,13 @@ def export(out: Path | list[Path], lms: str, roster_path: Path | None = None, de
                 summary.retry.append(f"{student}/{r.assignment}")
             elif r.status == ERROR:
                 summary.ungradable.append(f"{student}/{r.assignment} ({r.reason})")
+            if r.missing_from:
+                summary.absent.append(r.kept_note)
+    for one in outs:
+        files = read_not_graded(one)
+        if files:
+            summary.not_graded.append(f"{len(files)} file(s) of the batches belong to no student, "
+                                      f"listed in {one / NOT_GRADED}: look whose they are")
     if lms == "canvas":
         missing = [s for s in students if not canvas_id(s, by_student, roster)]
         if missing:
@@ -200,7 +248,8 @@ def export(out: Path | list[Path], lms: str, roster_path: Path | None = None, de
             writer.writerow([name, canvas_id(student, by_student, roster), entry.get("sis_user_id", ""),
                              entry.get("sis_login_id", ""), entry.get("section", "")] + grades)
         else:
-            writer.writerow([entry.get("first_name", ""), entry.get("last_name", ""),
+            first, _, last = entry.get("name", "").rpartition(" ")  # a worksheet's Full name
+            writer.writerow([entry.get("first_name") or first, entry.get("last_name") or last,
                              entry.get("id_number", ""), entry.get("email", "")] + grades)
         summary.rows += 1
     atomic_write(summary.path, buffer.getvalue())
@@ -226,39 +275,68 @@ def canvas_id(student: str, by_student: dict[str, dict[str, Result]],
 # ---------------------------------------------------------------- feedback bundles
 
 
-def feedback_bundles(out: Path, dest: Path | None = None) -> list[Path]:
+@dataclass
+class Bundles:
+    """What ``grader feedback`` wrote, and the rows that have no feedback page to send."""
+
+    folder: Path
+    paths: list[Path] = field(default_factory=list)
+    no_feedback: list[str] = field(default_factory=list)  # "student/assignment (why)"
+
+    def text(self) -> str:
+        lines = [f"wrote {len(self.paths)} feedback bundle(s) in {self.folder}"]
+        if self.no_feedback:
+            lines.append(f"NO FEEDBACK PAGE, nothing to send ({len(self.no_feedback)}): tell them yourself "
+                         "why, or regrade them once fixed: " + "; ".join(self.no_feedback))
+        return "\n".join(lines)
+
+
+def bulk_name(r: Result, page: str) -> str | None:
+    """The name of a feedback page in an LMS's bulk upload of feedback files, from the ids the
+    LMS's zip gave the submission (None for a submission that did not come from one):
+    Canvas: ``<name>_[late_]<user id>_<submission id>_<page>``; Moodle: the participant's
+    folder of its download, ``<Full Name>_<participant id>_assignsubmission_file_/<page>``."""
+    if r.lms.get("lms") == "canvas":
+        late = "late_" if r.lms.get("late") == "yes" else ""
+        return f"{r.lms.get('name', r.student_id)}_{late}{r.lms['user_id']}_{r.lms['submission_id']}_{page}"
+    if r.lms.get("lms") == "moodle":
+        return f"{r.lms['name']}_{r.lms['participant_id']}_assignsubmission_file_/{page}"
+    return None
+
+
+def feedback_bundles(out: Path, dest: Path | None = None) -> Bundles:
     """One zip per student (``<student>.zip``: ``<assignment>/<notebook>.html``) to send or
-    upload, and for a class graded from a Canvas zip one ``canvas-<assignment>.zip`` per
-    assignment whose files carry Canvas's names (``<student>_<user id>_<submission id>_
-    <notebook>.html``), for Canvas's bulk upload of submission comments."""
+    upload, and for a class graded from an LMS's zip one ``<lms>-<assignment>.zip`` per
+    assignment in the LMS's bulk-upload layout (:func:`bulk_name`: Canvas's submission
+    comments, Moodle's "Upload multiple feedback files in a zip"). Rows without a page (a
+    submission that could not be graded) are listed."""
     _, results = read_run(out)
     dest = dest or out / "feedback-bundles"
     dest.mkdir(parents=True, exist_ok=True)
-    written = []
+    done = Bundles(dest)
     by_student: dict[str, list[Result]] = {}
     for r in sorted(results, key=lambda r: r.key):
         if r.feedback:
             by_student.setdefault(r.student_id, []).append(r)
+        else:
+            done.no_feedback.append(f"{r.student_id}/{r.assignment} ({r.reason or r.status})")
     for student, rows in by_student.items():
         path = dest / f"{student}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
             for r in rows:
                 for page in r.feedback:
                     bundle.write(out / page, f"{r.assignment}/{Path(page).name}")
-        written.append(path)
-    canvas: dict[str, list[Result]] = {}
+        done.paths.append(path)
+    bulk: dict[tuple[str, str], list[Result]] = {}
     for rows in by_student.values():
         for r in rows:
-            if r.lms.get("lms") == "canvas":
-                canvas.setdefault(r.assignment, []).append(r)
-    for assignment, rows in canvas.items():
-        path = dest / f"canvas-{assignment}.zip"
+            if bulk_name(r, "") is not None:
+                bulk.setdefault((r.lms["lms"], r.assignment), []).append(r)
+    for (lms, assignment), rows in sorted(bulk.items()):
+        path = dest / f"{lms}-{assignment}.zip"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bundle:
             for r in rows:
                 for page in r.feedback:
-                    late = "late_" if r.lms.get("late") == "yes" else ""
-                    ids = f"{r.lms['user_id']}_{r.lms['submission_id']}"
-                    name = r.lms.get("name", r.student_id)
-                    bundle.write(out / page, f"{name}_{late}{ids}_{Path(page).name}")
-        written.append(path)
-    return written
+                    bundle.write(out / page, bulk_name(r, Path(page).name))
+        done.paths.append(path)
+    return done

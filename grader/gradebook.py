@@ -24,17 +24,28 @@ state: a manual score the import wrote last time follows the new results, while 
 person entered in formgrader (any other value) is kept, and so is every manual comment.
 What the import wrote is remembered in a table of its own in the same database
 (``course_grader_import``). Submissions that could not be graded (no graded notebook)
-create the student only: nbgrader then exports 0, as grades.csv says.
+create the student only.
+
+One rule for every gradebook the course writes (docs/grading.md, "One rule for rows that are
+not a grade yet"): a flagged row, an error row and a student without a graded submission are
+no grade until a person reviews them. ``grader export`` leaves their cells empty; here a
+flagged or error submission is listed for manual grading (``needs_manual_grade``), and the
+course's ``nbgrader export`` (:class:`CourseCsvExport`, set in grader/nbgrader_config.py)
+leaves its score empty until a person grades it in formgrader; a student without a
+submission is empty there too, where stock nbgrader writes 0.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from nbgrader.plugins import CsvExportPlugin
 
 from grader import late
 from grader import results as report
@@ -64,6 +75,7 @@ class ImportSummary:
     feedback_placed: int = 0
     feedback_not_placed: list[str] = field(default_factory=list)
     files: str = ""  # the folder of autograded/ and feedback/ for this gradebook
+    absent: list[str] = field(default_factory=list)  # rows kept from an earlier batch that lacked them
 
     def text(self) -> str:
         lines = [f"Imported into {self.db_url}: {self.submissions_added} new, "
@@ -83,6 +95,9 @@ class ImportSummary:
                          "send them the zips of `python -m grader feedback OUT` instead): "
                          + ", ".join(self.feedback_not_placed[:5])
                          + (" ..." if len(self.feedback_not_placed) > 5 else ""))
+        if self.absent:
+            lines.append(f"NOT IN THE LATEST BATCH, imported with the grade of an earlier one "
+                         f"({len(self.absent)}): " + "; ".join(self.absent))
         lines += [f"kept the manual score entered by hand: {k}" for k in self.kept_manual]
         lines += [f"no submission recorded for {k}" for k in self.not_graded]
         return "\n".join(lines)
@@ -103,7 +118,7 @@ def read_run(out: Path) -> tuple[dict, list[report.Result]]:
         raise GradebookError(f"{out} holds shard {k}/{n} only: merge the shards first "
                              "(`python -m grader merge OUT-1 ... OUT-N --out GRADED`), then import GRADED.")
     results = report.load_results(out)
-    keys = [tuple(key) for key in manifest["keys"]]
+    keys = report.run_keys(manifest)
     missing = [f"{s}/{a}" for s, a in keys if (s, a) not in results]
     if missing:
         raise GradebookError(f"No result for {len(missing)} submission(s), e.g. {missing[:3]}: "
@@ -303,7 +318,8 @@ def import_submission(gb, ledger: Ledger, files: Path, out: Path, result: report
     changed = submission.timestamp != parse_utc(timestamp)
     submission.timestamp = parse_utc(timestamp)
     flagged_exercises = {f.split(":", 1)[0] for f in result.flags}
-    whole = any(name not in result.max_points for name in flagged_exercises)  # not one exercise's
+    # not one exercise's flag, or an error row (a notebook not graded whole): the first cell is listed
+    whole = any(name not in result.max_points for name in flagged_exercises) or result.status == ERROR
     for path in graded:
         if path.stem not in notebooks:
             raise GradebookError(f"{path} is not a notebook of {assignment} in the gradebook.")
@@ -397,5 +413,40 @@ def import_run(out: Path, root: Path | None = None, db_url: str | None = None) -
                 known.add(result.student_id)
                 summary.students_added.append(result.student_id)
             import_submission(gb, ledger, files, Path(out), result, summary, policy)
+            if result.missing_from:
+                summary.absent.append(result.kept_note)
         gb.db.commit()
     return summary
+
+
+
+# ---------------------------------------------------------------- nbgrader export
+
+
+class CourseCsvExport(CsvExportPlugin):
+    """``nbgrader export`` by the course's rule (that of ``grader export``): a submission that
+    is not a grade yet gets empty score cells, where stock nbgrader writes its points or 0:
+    none recorded (nothing could be graded, or nothing handed in), or one still listed for
+    manual grading (flagged and error rows the import listed, until a person grades them in
+    formgrader)."""
+
+    def export(self, gradebook) -> None:
+        from nbgrader.api import MissingEntry
+
+        super().export(gradebook)
+        path = Path(self.to or "grades.csv")
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            head, rows = reader.fieldnames, list(reader)
+        for row in rows:
+            try:
+                submission = gradebook.find_submission(row["assignment"], row["student_id"])
+                pending = submission.needs_manual_grade
+            except MissingEntry:
+                pending = True
+            if pending:
+                row.update(raw_score="", late_submission_penalty="", score="")
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, head, lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)

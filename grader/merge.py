@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 from grader import results as report
+from grader.autograde.host.out_folder import Out, read_not_graded
 from grader.errors import MergeError
 from grader.report import write_report
 
@@ -51,10 +52,12 @@ def merge(outs: list[Path], dest: Path) -> Path:
     manifests = [read_manifest(out) for out in outs]
     check_shards(outs, manifests)
     keys = [tuple(k) for k in manifests[0]["keys"]]
+    kept = sorted({tuple(k) for m in manifests for k in m.get("kept", [])} - set(keys))
     results: dict[tuple[str, str], report.Result] = {}
     for out in outs:
         found = report.load_results(out)
-        results.update({k: r for k, r in found.items() if k in set(keys)})
+        results.update({k: r for k, r in found.items() if k in set(keys) | set(kept)})
+    kept = [k for k in kept if k in results]
     missing = [f"{s}/{a}" for s, a in keys if (s, a) not in results]
     if missing:
         total = manifests[0]["shard"][1]
@@ -66,8 +69,16 @@ def merge(outs: list[Path], dest: Path) -> Path:
     for out in outs:
         for part in ("results", "feedback", "autograded", "logs"):
             copy_tree(out / part, dest / part)
-    manifest = {**manifests[0], "shard": [1, 1], "merged_from": [str(o) for o in outs]}
+    manifest = {**manifests[0], "shard": [1, 1], "kept": [list(k) for k in kept],
+                "merged_from": [str(o) for o in outs]}
     report.atomic_write(dest / "manifest.json", json.dumps(manifest, indent=1))
-    path = report.write_grades(dest, [results[k] for k in keys], manifests[0]["exercises"])
-    write_report(dest, [results[k] for k in keys], manifests[0]["exercises"])
+    listed: dict[str, dict[str, str]] = {}
+    for out in outs:  # every shard unpacked the whole batch: the same files, said once
+        for row in read_not_graded(out):
+            listed.setdefault(row["batch"], {})[row["file"]] = row["why"]
+    for batch, files in listed.items():
+        Out(dest, manifests[0]["exercises"]).write_not_graded(batch, files)
+    rows = [results[k] for k in [*keys, *kept]]
+    path = report.write_grades(dest, rows, manifests[0]["exercises"])
+    write_report(dest, rows, manifests[0]["exercises"])
     return path

@@ -23,3 +23,7 @@ else:
 # Autograding: a generous per-cell limit; `python -m grader autograde --timeout` overrides it.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+
+# `nbgrader export` by the course's rule (grader export's): a flagged or error submission not
+# yet graded by a person in formgrader, or none at all, has an empty score, not its points or 0.
+c.ExportApp.plugin_class = "grader.gradebook.CourseCsvExport"

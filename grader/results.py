@@ -31,9 +31,10 @@ NO_SUBMISSION = "no submission"
 HEAD = ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score"]
 #: ``submitted`` (yes/no) came last, after ``torch``, so readers of older files by position
 #: still find every earlier column where it was.
-#: ``late_source`` (grader.late: timestamp.txt, submitted-at, none) came after it.
+#: ``late_source`` (grader.late: timestamp.txt, submitted-at, none) came after it, then
+#: ``in_batch`` (no: a row kept from an earlier run whose student the latest batch lacked).
 TAIL = ["status", "reason", "submitted_at", "seconds_late", "late", "device", "torch", "submitted",
-        "late_source"]
+        "late_source", "in_batch"]
 
 
 @dataclass
@@ -66,6 +67,7 @@ class Result:
     lms: dict[str, str] = field(default_factory=dict)  # what the LMS said: user id, late marker
     submitted: bool = True  # False: the batch has the student but not this assignment
     late_source: str = ""  # what the lateness was counted from (grader.late.late_source)
+    missing_from: str = ""  # the later batch of its assignment that lacked the student: row kept
 
     @property
     def final_score(self) -> float:
@@ -83,6 +85,14 @@ class Result:
         if self.seconds_late <= 0:
             return ""
         return f"submitted {self.seconds_late / 3600:.1f} h after the deadline"
+
+    @property
+    def kept_note(self) -> str:
+        """``ann/10.1-... (not in later.zip of ...)`` for a row kept from an earlier batch that
+        lacked its student (``missing_from``), as every command that lists them says it."""
+        if not self.missing_from:
+            return ""
+        return f"{self.student_id}/{self.assignment} (not in {self.missing_from})"
 
     @property
     def key(self) -> tuple[str, str]:
@@ -216,6 +226,14 @@ def load_results(out: Path, damaged: list[Path] | None = None) -> dict[tuple[str
     return results
 
 
+def run_keys(manifest: dict) -> list[tuple[str, str]]:
+    """The rows of a run (its ``manifest.json``): its batch's, then those it kept from earlier
+    runs into the same OUT (students a later batch or a regrade's zip did not hold:
+    ``grader.autograde.host.run.carry_over``)."""
+    keys = [tuple(key) for key in manifest["keys"]]
+    return keys + [k for k in map(tuple, manifest.get("kept", [])) if k not in set(keys)]
+
+
 # ---------------------------------------------------------------- grades.csv
 
 
@@ -232,7 +250,7 @@ def csv_rows(results: list[Result], exercises: list[str], header: bool = False) 
             + [number(r.points[e]) if e in r.points else "" for e in exercises]
             + [r.status, short(r.reason), r.submitted_at, number(round(r.seconds_late)),
                "yes" if r.late else "no", r.device, r.torch, "yes" if r.submitted else "no",
-               r.late_source])
+               r.late_source, "no" if r.missing_from else "yes"])
     return buffer.getvalue()
 
 

@@ -122,7 +122,8 @@ def test_columns(batch):
     header = batch["csv"].splitlines()[0].split(",")
     assert header == ["student_id", "assignment", "score", "raw_score", "late_penalty", "max_score",
                       "qkv_projections", "QKVProjection", "qkv_parameters", "status", "reason",
-                      "submitted_at", "seconds_late", "late", "device", "torch", "submitted", "late_source"]
+                      "submitted_at", "seconds_late", "late", "device", "torch", "submitted", "late_source",
+                      "in_batch"]
 
 
 @pytest.mark.parametrize("student", sorted(EXPECTED))

@@ -106,12 +106,15 @@ def test_gradebook_scores_are_grades_csv(imported):
 
 @pytest.mark.slow
 def test_nbgrader_export_gives_grades_csv(imported):
-    """Does ``nbgrader export`` give every student the score of grades.csv?"""
+    """Does ``nbgrader export`` give every student the score of grades.csv, and leave the rows
+    that are not a grade yet (flagged, error) empty, as ``grader export`` does?"""
     exported = nbgrader_export(imported["course"])
     rows = imported["csv"]
     assert set(exported) == set(rows)
     for key, row in rows.items():
-        assert float(exported[key]["score"]) == float(row["score"]), (key, exported[key], row)
+        want = float(row["score"]) if row["status"] == "ok" else ""
+        got = exported[key]["score"] and float(exported[key]["score"])
+        assert got == want, (key, exported[key], row)
     assert exported[("late", ASSIGNMENT)]["timestamp"] == "2026-12-02 01:30:00"
     assert exported[("late", ASSIGNMENT)]["duedate"] == "2026-12-01 23:59:00"
 
@@ -135,7 +138,9 @@ def test_corrections_and_flags_as_formgrader_shows_them(imported):
         assert "error: " in died.auto_comment and "exit code 3" in died.auto_comment
     listed = {s["student"]: s for s in nbgrader_api(course).get_notebook_submissions(ASSIGNMENT, NOTEBOOK)}
     review = {student for student, s in listed.items() if s["needs_manual_grade"]}
-    assert review == {s for (s, _), row in imported["csv"].items() if row["status"] == "flagged"}
+    assert review == {s for (s, _), row in imported["csv"].items() if row["status"] == "flagged"
+                      or row["status"] == "error"  # not graded whole, with a graded notebook: listed too
+                      and (imported["out"] / "autograded" / s / ASSIGNMENT).is_dir()}
     assert (course / "autograded" / "cheat-edit-checks" / ASSIGNMENT / f"{NOTEBOOK}.ipynb").is_file()
 
 
@@ -242,3 +247,70 @@ def test_an_unfinished_run_is_refused(tmp_path):
     with pytest.raises(GradebookError, match="has no manifest.json"):
         import_run(tmp_path / "nothing", root=ROOT)
     assert main(["gradebook", str(tmp_path / "nothing")]) == 1
+
+
+# ---------------------------------------------------------------- one rule for rows not a grade yet
+
+
+def one_of_each(out: Path) -> dict[str, str]:
+    """A run of five rows, each graded notebook the instructor notebook itself (full points by
+    nbgrader's autograder): ok, flagged, an error with points (a kernel that died late), an
+    error with nothing graded, and a flagged row a person then reviews. Returns student ->
+    what the row is."""
+    from grader.autograde.host.submissions import read_assignment
+    from grader.results import ERROR, FLAGGED, OK, Result, save_result
+
+    exercises = dict(read_assignment(ROOT / "solutions" / ASSIGNMENT).exercises)
+    kinds = {"ok": OK, "flagged": FLAGGED, "died": ERROR, "unreadable": ERROR, "reviewed": FLAGGED}
+    for student, status in kinds.items():
+        points = {} if student == "unreadable" else dict(exercises)
+        flags = ["qkv_projections: outputs do not match"] if status == FLAGGED else []
+        if flags:
+            points["qkv_projections"] = 0.0
+        save_result(out, Result(student, ASSIGNMENT, status=status, score=sum(points.values()),
+                                max_score=sum(exercises.values()) if points else 0.0, points=points,
+                                max_points=dict(exercises) if points else {}, flags=flags,
+                                reason="kernel died" if status == ERROR else "", content_hash="h"))
+        if points:
+            graded = out / "autograded" / student / ASSIGNMENT
+            graded.mkdir(parents=True)
+            shutil.copy(ROOT / "solutions" / ASSIGNMENT / f"{NOTEBOOK}.ipynb", graded)
+    (out / "manifest.json").write_text(json.dumps({"shard": [1, 1], "exercises": list(exercises),
+                                                   "keys": [[s, ASSIGNMENT] for s in kinds]}))
+    return kinds
+
+
+def test_nbgrader_export_and_grader_export_agree_on_rows_not_graded_yet(tmp_path, monkeypatch):
+    """F4: flagged and error rows, and a student with no graded notebook, are empty in the
+    course's ``nbgrader export`` (its plugin) and in ``grader export``; once a person reviews
+    a flagged row (formgrader's manual grade; --include-flagged) both give its score."""
+    from grader.export import export
+    from grader.gradebook import CourseCsvExport
+    from grader.paths import course_config_file
+
+    monkeypatch.setenv("PATH", with_python_tools(dict(os.environ))["PATH"])
+    out, course = tmp_path / "out", scratch_course(tmp_path / "course")
+    kinds = one_of_each(out)
+    import_run(out, root=course)
+    assert course_config_file(course).ExportApp.plugin_class == "grader.gradebook.CourseCsvExport"
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,email\n" + "".join(f"{s},{s}@x.org\n" for s in kinds))
+
+    def both(include_flagged=False) -> tuple[dict[str, str], dict[str, str]]:
+        with Gradebook(db(course), COURSE_ID) as gb:
+            CourseCsvExport(to=str(tmp_path / "nb.csv")).export(gb)
+        ours = export(out, "moodle", roster, tmp_path / "ours.csv", include_flagged=include_flagged)
+        theirs = {s: r["score"] for (s, _), r in csv_rows((tmp_path / "nb.csv").read_text()).items()}
+        ours = {r["Email address"].split("@")[0]: r[ASSIGNMENT] for r in csv.DictReader(ours.path.open())}
+        return ({s: v and float(v) for s, v in theirs.items()},  # 5.0 and 5: the same points
+                {s: v and float(v) for s, v in ours.items()})
+
+    theirs, ours = both()
+    assert theirs == ours and {s for s, v in ours.items() if v} == {"ok"}, (theirs, ours)
+    with Gradebook(db(course), COURSE_ID) as gb:  # the person's review, as formgrader saves it
+        entered = grade(gb, "reviewed", "check_qkv_projections")
+        entered.manual_score, entered.needs_manual_grade = 0.0, False
+        gb.db.commit()
+    theirs, ours = both(include_flagged=True)
+    assert theirs["reviewed"] == ours["reviewed"] != "" and theirs["ok"] == ours["ok"] != ""
+    assert theirs["flagged"] == "" and theirs["died"] == theirs["unreadable"] == ""

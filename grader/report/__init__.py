@@ -13,20 +13,21 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grader.results import Result, atomic_write, load_results
+from grader.results import Result, atomic_write, load_results, run_keys
 
 
 def write_report(out: Path, results: list[Result], exercises: list[str] | None = None) -> Path:
     """Write ``out/report.html`` and ``out/report.csv`` for ``results``; returns the page's path.
 
     ``exercises`` orders each assignment's exercises (grades.csv's columns)."""
+    from grader.autograde.host.out_folder import read_not_graded
     from grader.report.page import page
     from grader.report.summary import csv_text, summarize, timings, to_review
 
     summaries = summarize(results, exercises)
     atomic_write(out / "report.csv", csv_text(summaries))
     path = out / "report.html"
-    atomic_write(path, page(summaries, to_review(results), timings(results), results))
+    atomic_write(path, page(summaries, to_review(results), timings(results), results, read_not_graded(out)))
     return path
 
 
@@ -38,7 +39,7 @@ def report_out(out: Path) -> Path:
     exercises = None
     if manifest_path.is_file():
         manifest = json.loads(manifest_path.read_text())
-        keys = [tuple(k) for k in manifest.get("keys", [])]
+        keys = run_keys(manifest) if manifest.get("keys") else []
         exercises = manifest.get("exercises")
         if keys:
             results = {k: results[k] for k in keys if k in results}

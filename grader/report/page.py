@@ -141,6 +141,26 @@ def review_section(review: list[Result]) -> str:
             "whole).</p>" + body + "</section>")
 
 
+def kept_section(results: list[Result], not_graded: list[dict[str, str]]) -> str:
+    """What the batch left out: rows kept from an earlier batch that lacked their student, and
+    the files that belong to no student (``not-graded.csv``)."""
+    absent = [r for r in results if r.missing_from]
+    rows = [cell(feedback_link(r)) + cell(escape(r.assignment)) + cell(escape(r.missing_from))
+            for r in absent]
+    body = (table(["student", "assignment", "not in"], rows) if absent else
+            "<p>Every row's student was in the latest batch of its assignment.</p>")
+    files = [cell(escape(f["file"])) + cell(escape(f["why"]), cls="reason") + cell(escape(f["batch"]))
+             for f in not_graded]
+    listed = (table(["file", "why", "batch"], files) if files else
+              "<p>Every file of the batches belongs to a student.</p>")
+    return ("<section id=\"kept\"><h2>Not in the latest batch, kept</h2><p class=\"flagged\">"
+            f"{len(absent)} row(s) of students the latest batch of their assignment did not hold: "
+            "kept with their earlier grade (grades.csv's in_batch: no). Check whether they withdrew "
+            "or the download missed them.</p>" + body
+            + f"<h3>NOT GRADED: files that belong to no student ({len(files)}, listed in not-graded.csv)</h3>"
+            + listed + "</section>")
+
+
 def steps_text(timings: dict[str, float]) -> str:
     """``prepare 0.4 s, autograde 5.1 s, ...``: wall seconds of each grading step."""
     return ", ".join(f"{k} {v:.1f} s" for k, v in timings.items() if not k.endswith("_cpu"))
@@ -165,7 +185,7 @@ def time_section(timings: list[Timing], results: list[Result]) -> str:
 
 
 def page(summaries: list[AssignmentSummary], review: list[Result], timings: list[Timing],
-         results: list[Result]) -> str:
+         results: list[Result], not_graded: list[dict[str, str]] = ()) -> str:
     rows = sum(s.students for s in summaries)
     contents = "".join(f"<li><a href=\"#{escape(quote(s.name))}\">{escape(s.name)}</a></li>"
                        for s in summaries)
@@ -173,7 +193,10 @@ def page(summaries: list[AssignmentSummary], review: list[Result], timings: list
             "<title>Class report</title><style>" + STYLE + "</style></head><body>"
             f"<h1>Class report</h1><p class=\"muted\">{rows} rows ({len(summaries)} assignment(s)); "
             "the same counts are in report.csv beside this page.</p>"
-            f"<ul><li><a href=\"#review\">To review by hand first ({len(review)})</a></li>{contents}"
+            f"<ul><li><a href=\"#review\">To review by hand first ({len(review)})</a></li>"
+            f"<li><a href=\"#kept\">Not in the latest batch ({sum(bool(r.missing_from) for r in results)}), "
+            f"not graded ({len(not_graded)})</a></li>{contents}"
             "<li><a href=\"#time\">Grading time</a></li></ul>"
-            + review_section(review) + "".join(assignment_section(s) for s in summaries)
+            + review_section(review) + kept_section(results, list(not_graded))
+            + "".join(assignment_section(s) for s in summaries)
             + time_section(timings, results) + "</body></html>\n")

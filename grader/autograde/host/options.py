@@ -107,7 +107,10 @@ class Summary:
     sandbox: dict = field(default_factory=dict)
     out: str = ""
     unplaced: dict[str, str] = field(default_factory=dict)  # a zip's files that are no one's: why
+    not_graded: Path | None = None  # OUT/not-graded.csv, where they are listed
     warnings: list[str] = field(default_factory=list)  # what the instructor must look at
+    carried: int = 0  # earlier rows this batch does not hold, kept as they were
+    absent: list[str] = field(default_factory=list)  # of those, rows whose student a new batch lacked
 
     def text(self) -> str:
         c = self.counts
@@ -119,7 +122,15 @@ class Summary:
         if self.sandbox:
             lines.append("Sandbox: " + "; ".join(f"{k} {v}" for k, v in self.sandbox.items()))
         lines += self.warnings
+        if self.carried > len(self.absent):
+            lines.append(f"Kept as they were: {self.carried - len(self.absent)} earlier row(s) of "
+                         "students or assignments this batch does not hold.")
+        if self.absent:
+            lines.append(f"NOT IN THIS BATCH, earlier rows kept (in_batch: no) ({len(self.absent)}): "
+                         "check whether they withdrew or the download missed them")
+            lines += [f"  {k}" for k in self.absent]
         if self.unplaced:
-            lines.append(f"NOT GRADED, files of the zip that belong to no submission ({len(self.unplaced)}):")
+            lines.append(f"NOT GRADED, files of the zip that belong to no submission ({len(self.unplaced)}; "
+                         f"listed in {self.not_graded}):")
             lines += [f"  {name}: {why}" for name, why in sorted(self.unplaced.items())]
         return "\n".join(lines)

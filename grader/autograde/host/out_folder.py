@@ -9,17 +9,21 @@
   crash the file holds every row saved so far (unsorted); the rerun sorts it;
 * ``feedback/`` and ``autograded/``: moved in from the outbox a worker left them in;
 * ``manifest.json``: the batch and the shard, for ``merge`` and ``gradebook``;
-* ``report.html`` and ``report.csv``: the class report (:mod:`grader.report`), at the end.
+* ``report.html`` and ``report.csv``: the class report (:mod:`grader.report`), at the end;
+* ``not-graded.csv``: the files of each batch graded into OUT that belong to no student,
+  with why (:meth:`Out.write_not_graded`); the report and the export name it.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import shutil
 from pathlib import Path
 
 from grader import late
-from grader.autograde.host.pages import finish_page
+from grader.autograde.host.pages import finish_page, host_paths
 from grader.results import Result, atomic_write, csv_rows, csv_text, save_result
 
 #: What a worker leaves in its outbox, moved to ``OUT/<part>/<student>/<assignment>/``.
@@ -27,6 +31,18 @@ PARTS = ("feedback", "autograded")
 #: Files of nbgrader's exchange copied from a submission beside its feedback pages, where
 #: ``nbgrader release_feedback`` reads them.
 EXCHANGE_FILES = ("timestamp.txt", "submission_secret.txt")
+#: The files of the batches graded into OUT that belong to no student: batch, file, why.
+NOT_GRADED = "not-graded.csv"
+NOT_GRADED_HEAD = ["batch", "file", "why"]
+
+
+def read_not_graded(root: Path) -> list[dict[str, str]]:
+    """The rows of ``OUT/not-graded.csv`` (none for a run older than the file)."""
+    path = root / NOT_GRADED
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
 
 
 class Out:
@@ -71,11 +87,14 @@ class Out:
         late_s = (parse_timestamp(when) - parse_timestamp(deadline)).total_seconds() if when else 0.0
         result.seconds_late = max(0.0, late_s)
 
-    def start(self, kept: list[Result]) -> None:
-        """grades.csv as far as the earlier run got; rows are appended from here on."""
+    def start(self, kept: list[Result], carried: list[Result] = ()) -> None:
+        """grades.csv as far as the earlier run got; rows are appended from here on.
+
+        ``carried``: earlier rows this batch does not hold (:func:`grader.autograde.host.run.
+        carry_over`), written as they are: this run's settings are not theirs."""
         for result in self.settle(kept):
             save_result(self.root, result)
-        atomic_write(self.csv, csv_text(kept, self.exercises))
+        atomic_write(self.csv, csv_text([*kept, *carried], self.exercises))
         self._rows = open(self.csv, "a", encoding="utf-8", newline="")  # noqa: SIM115 - closed by finish
 
     def record(self, result: Result, outbox: str = "") -> None:
@@ -102,8 +121,9 @@ class Out:
         for name in EXCHANGE_FILES if source and pages.is_dir() else ():
             if (source / name).is_file():
                 shutil.copy(source / name, pages / name)
+        private = host_paths(self.root)
         for page in sorted(pages.glob("*.html")):
-            page.write_text(finish_page(page.read_text(encoding="utf-8"), result), encoding="utf-8")
+            page.write_text(finish_page(page.read_text(encoding="utf-8"), result, private), encoding="utf-8")
         result.feedback = [str(p.relative_to(self.root)) for p in sorted(pages.glob("*.html"))]
         shutil.rmtree(outbox, ignore_errors=True)
 
@@ -116,6 +136,18 @@ class Out:
             self._rows = None
         atomic_write(self.csv, csv_text(results, self.exercises))
         write_report(self.root, results, self.exercises)
+
+    def write_not_graded(self, batch: str, unplaced: dict[str, str]) -> Path:
+        """``not-graded.csv``: this batch's files that belong to no student (its earlier rows
+        replaced, other batches' kept), written by every run, also when there are none."""
+        rows = [r for r in read_not_graded(self.root) if r["batch"] != batch]
+        rows += [{"batch": batch, "file": f, "why": why} for f, why in sorted(unplaced.items())]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, NOT_GRADED_HEAD, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write(self.root / NOT_GRADED, buffer.getvalue())
+        return self.root / NOT_GRADED
 
     def write_manifest(self, manifest: dict) -> None:
         atomic_write(self.root / "manifest.json", json.dumps(manifest, indent=1, default=str))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import html
 import re
+import sys
+from pathlib import Path
 
 from grader.results import Result, number
 
@@ -95,8 +97,38 @@ def late_note(result: Result) -> str:
             f"(before the penalty {number(result.score)}).</div>")
 
 
-def finish_page(page: str, result: Result) -> str:
-    """The feedback page as it goes into OUT."""
+#: What a host path becomes on a feedback page.
+HOST = "[grading host]"
+#: Folders every machine has: not the instructor's, left as they are.
+COMMON = {"/", "/usr", "/usr/local", "/opt", "/tmp", "/home", "/srv"}
+
+
+def host_paths(out: Path) -> list[str]:
+    """The grading host's own folders a learner's output can print into her page (``PATH``,
+    ``PYTHONPATH``, ``sys.prefix``, a traceback's file names): OUT, the course checkout, the
+    grader's Python and home. Longest first, so the most specific is replaced whole."""
+    from grader.errors import GraderError
+    from grader.paths import course_root, import_roots
+
+    found = {str(out), sys.prefix, sys.exec_prefix, str(Path(sys.executable).parent), *import_roots(),
+             str(Path.home())}
+    try:
+        found.add(str(course_root()))
+    except GraderError:
+        pass
+    found |= {str(Path(p).resolve()) for p in found}
+    return sorted((p for p in found if p not in COMMON), key=len, reverse=True)
+
+
+def scrub(page: str, paths: list[str]) -> str:
+    """``page`` with every one of ``paths`` written :data:`HOST`."""
+    for path in paths:
+        page = page.replace(path, HOST)
+    return page
+
+
+def finish_page(page: str, result: Result, private: list[str] = ()) -> str:
+    """The feedback page as it goes into OUT, the host's ``private`` paths scrubbed."""
     from grader.autograde.worker.feedback_note import add_note
 
-    return add_note(offline(page), late_note(result))
+    return add_note(scrub(offline(page), list(private)), late_note(result))

@@ -12,6 +12,9 @@ How a run goes (docs/grading.md has the instructor's version):
 4. Start ``--jobs`` workers (:mod:`grader.autograde.host.pool`); each grades one
    submission at a time (:mod:`grader.autograde.worker.job`). Every result goes into OUT
    as it completes, by this process alone (:mod:`grader.autograde.host.out_folder`).
+
+Earlier results in OUT that the batch does not hold stay rows of grades.csv, the report and
+the export (:func:`carry_over`); a student a new batch of her assignment lacks is marked.
 """
 
 from __future__ import annotations
@@ -46,18 +49,21 @@ from grader.autograde.messages import WorkerSettings
 from grader.autograde.sandbox.config import kernel_env, write_kernelspec
 from grader.errors import SubmissionsError, UsageError
 from grader.late import load_policy
-from grader.results import ERROR, FLAGGED, OK, Result, load_results, settle
+from grader.results import ERROR, FLAGGED, OK, Result, load_results, save_result, settle
 
 
 class Run:
     """One autograde run as it goes: the results, OUT, the counts, the progress bar."""
 
-    def __init__(self, out: Out, keys: list[tuple[str, str]], kept: dict[tuple[str, str], Result]):
+    def __init__(self, out: Out, keys: list[tuple[str, str]], kept: dict[tuple[str, str], Result],
+                 carried: dict[tuple[str, str], Result] | None = None):
         self.out, self.keys, self.results = out, keys, dict(kept)
+        self.carried = [carried[k] for k in sorted(carried or {})]
         self.lock = threading.Lock()
-        self.summary = Summary(out=str(out.root), skipped=len(kept))
+        self.summary = Summary(out=str(out.root), skipped=len(kept), carried=len(self.carried),
+                               absent=[r.kept_note for r in self.carried if r.missing_from])
         self.bar = None
-        out.start([kept[k] for k in keys if k in kept])
+        out.start([kept[k] for k in keys if k in kept], self.carried)
 
     def record(self, result: Result, outbox: str = "") -> None:
         """Keep one finished result in OUT; advance the counts and the progress bar."""
@@ -73,7 +79,7 @@ class Run:
                                      flagged=self.summary.counts[FLAGGED], refresh=False)
 
     def finish(self) -> None:
-        self.out.finish([self.results[k] for k in self.keys if k in self.results])
+        self.out.finish([self.results[k] for k in self.keys if k in self.results] + self.carried)
         if self.bar is not None:
             self.bar.close()
 
@@ -91,6 +97,30 @@ def exercise_columns(assignments: dict[str, Assignment], names: set[str]) -> lis
         if name in names:
             columns += [e for e, _ in assignment.exercises if e not in columns]
     return columns
+
+
+def carry_over(out: Path, existing: dict[tuple[str, str], Result], subs: list[Submission],
+               source: str) -> dict[tuple[str, str], Result]:
+    """The earlier results in OUT that this batch does not hold: they stay, rows of grades.csv,
+    the report and the export as they were. ``source`` names the batch when it is a new one of
+    the class (not a regrade's): a row of one of its assignments whose student it lacks (a
+    withdrawn submission, a download of one section) is marked ``missing_from`` it, and saved."""
+    batch = {s.key for s in subs}
+    assignments = {s.assignment for s in subs}
+    carried = {}
+    for key, result in existing.items():
+        if key in batch:
+            continue
+        if source and key[1] in assignments and not result.missing_from:
+            result.missing_from = source
+            save_result(out, result)
+        carried[key] = result
+    return carried
+
+
+def batch_name(submissions: Path) -> str:
+    """How a row kept from an earlier run names the batch that lacked its student."""
+    return f"{Path(submissions).name} of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
 
 
 def manifest(options: Options, subs: list[Submission], exercises: list[str], sandbox: dict,
@@ -144,7 +174,7 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
                 raise SubmissionsError(f"No submissions of {', '.join(unknown)} in {submissions}.")
         damaged: list[Path] = []
         existing = load_results(out, damaged)
-        exercises = exercise_columns(assignments, {s.assignment for s in subs})
+        exercises = exercise_columns(assignments, {a for _, a in [*existing, *(s.key for s in subs)]})
         lms = read_lms(root)
         times = submission_times(options, subs, lms)
         policy = load_policy(options.source().parent)
@@ -164,11 +194,19 @@ def autograde(submissions: Path, out: Path, options: Options | None = None) -> S
                                    "first (autograde), then regrade single students.")
         todo_keys = {s.key for s in todo}
         kept = {s.key: existing[s.key] for s in mine if s.key not in todo_keys}
+        for result in kept.values():
+            if result.missing_from:  # the student is back in this batch
+                result.missing_from = ""
+                save_result(out, result)
+        carried = carry_over(out, existing, subs, "" if only else batch_name(submissions))
+        now["kept"] = sorted(list(k) for k in carried)
         folder = Out(out, exercises, policy, lms, options.deadline, times.times if times else None)
         folder.sources = {s.key: s.folder for s in mine if s.folder}
-        run = Run(folder, [s.key for s in mine], kept)
+        run = Run(folder, [s.key for s in mine], kept, carried)
         run.summary.damaged = len(damaged)
         run.summary.unplaced = read_unplaced(root)
+        batch = str(Path(submissions).resolve())
+        run.summary.not_graded = folder.write_not_graded(batch, run.summary.unplaced)
         run.summary.warnings = warnings + (times.text() if times else [])
         gradable = [s for s in todo if not s.problem]
         folder.write_manifest(now)

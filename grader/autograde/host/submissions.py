@@ -330,6 +330,9 @@ def extract_zip(archive: Path, dest: Path, assignments: dict[str, Assignment],
                 dest.joinpath(*parts).mkdir(parents=True, exist_ok=True)
         for info, parts, entry in named:
             if any(p in IGNORED or p.startswith(".") for p in parts):  # the archiver's, not a student's
+                unplaced[info.filename] = ("the archiver's or Jupyter's own file (__MACOSX/, .DS_Store, "
+                                           "checkpoints, hidden files), not graded: look only if a "
+                                           "student says her work is in it")
                 continue
             if entry is None:
                 if len(parts) == 1:
