@@ -2,7 +2,8 @@
 
 Tiers: ``pytest -m "not slow and not browser"`` (``make test-fast``) runs what needs no
 kernel, no nbgrader run, no fresh Python process importing torch and no browser; ``make test``
-runs everything.
+runs everything. A fast-tier test that starts a kernel, nbgrader or a fresh Python fails
+(tests/fast_tier.py).
 """
 
 from __future__ import annotations
@@ -15,8 +16,35 @@ from pathlib import Path
 import pytest
 
 from samples import load_solution_namespace
+from tests.fast_tier import forbid_starts
 from tests.settings import GRADING
 from tests.submissions import planted
+
+
+def _in_fast_tier(item) -> bool:
+    return item.get_closest_marker("slow") is None and item.get_closest_marker("browser") is None
+
+
+def _guarded(item):
+    """Run a phase of a fast-tier test with process starts refused; fail it if it tried one."""
+    if not _in_fast_tier(item):
+        return (yield)
+    with forbid_starts(item.nodeid) as refused:
+        result = yield
+    if refused:
+        pytest.fail(f"{item.nodeid} is in the fast tier and started {refused[0]}: mark it slow",
+                    pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from _guarded(item))
 
 
 @pytest.fixture(scope="module")

@@ -38,6 +38,7 @@ def test_every_exercise_is_registered():
     assert_registered("10.6", s10_6, NAMES)
 
 
+@pytest.mark.slow  # a fresh Python importing torch
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
     assert_records_verify(s10_6, NAMES, solution, tmp_path, monkeypatch)

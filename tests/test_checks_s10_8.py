@@ -49,6 +49,7 @@ def test_every_exercise_is_registered():
     assert_registered("10.8", s10_8, NAMES)
 
 
+@pytest.mark.slow  # a fresh Python importing torch
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
     assert_records_verify(s10_8, NAMES, solution, tmp_path, monkeypatch)

@@ -1,0 +1,49 @@
+"""Does the fast tier keep its promise: no kernel, no nbgrader run, no fresh Python (tests/fast_tier.py)?"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests import conftest
+from tests.fast_tier import FreshProcess, starts_python
+
+
+@pytest.mark.parametrize("command", [
+    [sys.executable, "-c", "pass"], ["python3", "-m", "pytest"], ["nbgrader", "autograde", "10.1"],
+    ["jupyter-nbconvert", "--execute"], "bwrap --ro-bind / / python -m ipykernel_launcher -f k.json",
+])
+def test_starts_of_python_jupyter_and_nbgrader_are_seen(command):
+    assert starts_python(command) is not None
+
+
+@pytest.mark.parametrize("command", [["git", "status"], ["ruff", "check", "."], "bwrap --version",
+                                     ["git", "commit", "-m", "python scripts"]])
+def test_other_programs_are_let_through(command):
+    assert starts_python(command) is None
+
+
+def test_a_fast_test_that_starts_python_fails(request):
+    """Is a fresh Python refused in a fast-tier test, and the test failed even when its code
+    swallows the error? (git still runs.)"""
+    phase = conftest._guarded(request.node)
+    next(phase)  # the test's phase runs from here
+    subprocess.run(["git", "--version"], capture_output=True, check=True)
+    with pytest.raises(FreshProcess, match="mark it @pytest.mark.slow"):
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    with pytest.raises(pytest.fail.Exception, match="is in the fast tier and started"):
+        phase.send(None)
+
+
+def test_slow_and_browser_tests_may_start_processes(request):
+    class Marked:
+        def __init__(self, name):
+            self.name = name
+
+        def get_closest_marker(self, name):
+            return object() if name == self.name else None
+
+    assert conftest._in_fast_tier(request.node)
+    assert not conftest._in_fast_tier(Marked("slow")) and not conftest._in_fast_tier(Marked("browser"))
