@@ -47,6 +47,37 @@ def pytest_runtest_call(item):
     return (yield from _guarded(item))
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A module whose tests share a module-scoped fixture (a release built, a kernel started, the
+    sections graded) runs in one pytest-xdist worker (``--dist loadgroup``, pyproject.toml), so
+    that the fixture is built once per run, not once per worker. Autouse fixtures (a thread
+    setting) do not count; a test already in a group keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if config.getoption("loadgroup", False):  # in a worker of a loadgroup run
+        for item in items:
+            _name_its_group(item)
+
+
+def _shares_a_module_fixture(item) -> bool:
+    definitions = getattr(item, "_fixtureinfo", None)
+    active = [defs[-1] for defs in definitions.name2fixturedefs.values()] if definitions else []
+    return any(d.scope == "module" and not d._autouse for d in active)
+
+
+def _name_its_group(item) -> None:
+    """Name a grouped test ``<node id>@<group>``, the name ``--dist loadgroup`` schedules by.
+    pytest-xdist 3.8 means to, but sets ``item._nodeid``, which pytest 9 no longer reads."""
+    from _pytest.nodeid import NodeId
+
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    if groups and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+        item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
 @pytest.fixture(scope="module")
 def solution(request) -> dict:
     """The namespace of the instructor notebook of the test module's ``ASSIGNMENT`` (its
