@@ -47,3 +47,33 @@ def test_slow_and_browser_tests_may_start_processes(request):
 
     assert conftest._in_fast_tier(request.node)
     assert not conftest._in_fast_tier(Marked("slow")) and not conftest._in_fast_tier(Marked("browser"))
+
+
+def _timed_tests():
+    import importlib.util
+
+    from tests.settings import ROOT
+
+    spec = importlib.util.spec_from_file_location("timed_tests", ROOT / "scripts" / "timed_tests.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+@pytest.mark.parametrize(("used", "code", "want"), [(10.0, 0, 0), (10_000.0, 0, 1), (10.0, 1, 1)])
+def test_a_tier_past_its_budget_fails(monkeypatch, capsys, used, code, want):
+    """Does ``scripts/timed_tests.py`` print the tier's CPU seconds and its budget, pass pytest's
+    failure through, and fail a green run that used more than tests/budget.toml allows?"""
+    script = _timed_tests()
+    readings = iter([5.0, 5.0 + used])
+    monkeypatch.setattr(script, "children_cpu", lambda: next(readings))
+    monkeypatch.setattr(script.subprocess, "call", lambda command, cwd: code)  # no pytest started
+    assert script.main(["fast", "-m", "not slow"]) == want
+    out = capsys.readouterr()
+    assert f"fast tier: {used:.0f} CPU seconds (user + sys), budget {script.budget('fast'):.0f}" in out.out
+    assert ("over its budget" in out.err) == (code == 0 and want == 1)
+
+
+def test_an_unknown_tier_says_which_there_are():
+    with pytest.raises(SystemExit, match=r"no \[nightly\] budget; it has \['fast'"):
+        _timed_tests().budget("nightly")
