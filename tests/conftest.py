@@ -16,35 +16,19 @@ from pathlib import Path
 import pytest
 
 from samples import load_solution_namespace
-from tests.fast_tier import forbid_starts
-from tests.settings import GRADING
+from tests.fast_tier import guarded
+from tests.settings import GRADING, shared_dir
 from tests.submissions import planted
-
-
-def _in_fast_tier(item) -> bool:
-    return item.get_closest_marker("slow") is None and item.get_closest_marker("browser") is None
-
-
-def _guarded(item):
-    """Run a phase of a fast-tier test with process starts refused; fail it if it tried one."""
-    if not _in_fast_tier(item):
-        return (yield)
-    with forbid_starts(item.nodeid) as refused:
-        result = yield
-    if refused:
-        pytest.fail(f"{item.nodeid} is in the fast tier and started {refused[0]}: mark it slow",
-                    pytrace=False)
-    return result
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    return (yield from _guarded(item))
+    return (yield from guarded(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    return (yield from _guarded(item))
+    return (yield from guarded(item))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -83,12 +67,6 @@ def solution(request) -> dict:
     """The namespace of the instructor notebook of the test module's ``ASSIGNMENT`` (its
     setup, given and solution cells), loaded when a test first needs it."""
     return load_solution_namespace(request.module.ASSIGNMENT)
-
-
-def shared_dir(tmp_path_factory, request) -> Path:
-    """A folder all pytest-xdist workers of the session see (the session's own without xdist)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if hasattr(request.config, "workerinput") else base
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The fast tier's promise, enforced: a test that is neither ``slow`` nor ``browser`` fails when it
-starts a kernel, an nbgrader run or a fresh Python (tests/conftest.py wraps its setup and call in
-:func:`forbid_starts`). Mark such a test ``slow``: ``make test`` runs it, ``make test-fast`` does not.
+starts a kernel, an nbgrader run or a fresh Python (tests/conftest.py runs its setup and call
+through :func:`guarded`). Mark such a test ``slow``: ``make test`` runs it, ``make test-fast`` does not.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import re
 import shlex
 import subprocess
 import sys
+
+import pytest
 
 #: Programs whose start means a kernel, an nbgrader run or a fresh Python (any word of the command
 #: line, so that ``bwrap ... python -m ipykernel`` counts).
@@ -63,3 +65,20 @@ def forbid_starts(test: str):
     finally:
         subprocess.Popen._execute_child = execute_child
         multiprocessing.util.spawnv_passfds = spawn
+
+
+def in_fast_tier(item) -> bool:
+    return item.get_closest_marker("slow") is None and item.get_closest_marker("browser") is None
+
+
+def guarded(item):
+    """Run a phase of a fast-tier test (a hook wrapper's body) with process starts refused; fail
+    the test if it tried one."""
+    if not in_fast_tier(item):
+        return (yield)
+    with forbid_starts(item.nodeid) as refused:
+        result = yield
+    if refused:
+        pytest.fail(f"{item.nodeid} is in the fast tier and started {refused[0]}: mark it slow",
+                    pytrace=False)
+    return result

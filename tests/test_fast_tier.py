@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from tests import conftest
-from tests.fast_tier import FreshProcess, starts_python
+from tests.fast_tier import FreshProcess, guarded, in_fast_tier, starts_python
 
 
 @pytest.mark.parametrize("command", [
@@ -28,7 +27,7 @@ def test_other_programs_are_let_through(command):
 def test_a_fast_test_that_starts_python_fails(request):
     """Is a fresh Python refused in a fast-tier test, and the test failed even when its code
     swallows the error? (git still runs.)"""
-    phase = conftest._guarded(request.node)
+    phase = guarded(request.node)
     next(phase)  # the test's phase runs from here
     subprocess.run(["git", "--version"], capture_output=True, check=True)
     with pytest.raises(FreshProcess, match="mark it @pytest.mark.slow"):
@@ -45,8 +44,8 @@ def test_slow_and_browser_tests_may_start_processes(request):
         def get_closest_marker(self, name):
             return object() if name == self.name else None
 
-    assert conftest._in_fast_tier(request.node)
-    assert not conftest._in_fast_tier(Marked("slow")) and not conftest._in_fast_tier(Marked("browser"))
+    assert in_fast_tier(request.node)
+    assert not in_fast_tier(Marked("slow")) and not in_fast_tier(Marked("browser"))
 
 
 def _timed_tests():
