@@ -1,9 +1,9 @@
 """Fixtures shared by the test modules: the solutions' code, the graded batch, the caches.
 
 Tiers: ``pytest -m "not slow and not browser"`` (``make test-fast``) runs what needs no
-kernel, no nbgrader run, no fresh Python process importing torch and no browser; ``make test``
-runs everything. A fast-tier test that starts a kernel, nbgrader or a fresh Python fails
-(tests/fast_tier.py).
+kernel, no nbgrader run, no fresh Python process and no browser; ``make test`` runs everything.
+A fast-tier test that starts a kernel, nbgrader or a fresh Python fails (tests/fast_tier.py).
+Tests that share a module-scoped fixture run in one xdist worker (the hooks below).
 """
 
 from __future__ import annotations
