@@ -73,13 +73,18 @@ hub-deps: exchange-deps
 		&& $(HUB_VENV)/bin/pip install --quiet $(JUPYTERHUB_PIN) configurable-http-proxy==0.4.0; \
 	fi
 
-## Install everything and run the whole test suite.
-test: install browser-deps sandbox-deps slurm-deps exchange-deps hub-deps
-	$(PYTHON) -m pytest -n 2 --durations=15
+FAST := -m "not slow and not browser"
 
-## The edit-test loop: no kernels, no nbgrader runs, no fresh Python importing torch, no browser (under 60 s).
+## Install everything and run the whole test suite: the fast tier (within its budget, as
+## test-fast), then the rest; each prints its 25 slowest tests.
+test: install browser-deps sandbox-deps slurm-deps exchange-deps hub-deps
+	$(PYTHON) scripts/timed_tests.py fast -n 2 $(FAST)
+	$(PYTHON) -m pytest -n 2 --durations=25 -m "slow or browser"
+
+## The edit-test loop: no kernels, no nbgrader runs, no fresh Python, no browser (under 60 s). Prints
+## the 25 slowest tests and the CPU seconds, and fails past the budget of tests/budget.toml.
 test-fast: install
-	$(PYTHON) -m pytest -n 2 -m "not slow and not browser"
+	$(PYTHON) scripts/timed_tests.py fast -n 2 $(FAST)
 
 ## Regenerate notebooks/ from solutions/ with nbgrader.
 notebooks: install

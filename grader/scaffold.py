@@ -1,14 +1,18 @@
 """``python -m grader new-exercise SECTION NAME --kind function|module``: a new exercise's files.
 
-Writes the four pieces of an exercise (docs/course.md, "Adding an exercise") with placeholders
-marked ``TODO(new-exercise)`` that fail until they are filled:
+Writes every piece of an exercise the suite asks for (docs/course.md, "Adding an exercise"), with
+placeholders marked ``TODO(new-exercise)`` that fail until they are filled:
 
 - ``course/visible/s10_X/<file>.py``: the exercise on the one engine (one visible case with
-  its kind, the reference, one known mistake) and ``check_<name>``;
+  its kind, the reference, one known mistake, the calls that earn no credit: ``forbidden``) and
+  ``check_<name>``;
 - ``grader/checks/s10_X/<file>.py``: the registered hidden subclass (the visible cases re-seeded);
-- ``tests/answers/s10_X/<file>.py``: one right answer and one planted bug;
+- ``tests/answers/s10_X/<file>.py``: a second right answer and three planted bugs, one of them
+  the solution on a fixed device (the engine's device probe must be seen to catch it);
 - the solution notebook's cells: the contract (with a folded hint), the exercise cell (grade id
-  ``<name>``) and the check cell (grade id ``check_<name>``, 1 point), before the summary.
+  ``<name>``) and the check cell (grade id ``check_<name>``, 1 point), before the notebook's
+  ``## Summary`` (or ``## Where you stand``);
+- the exercise's name in its section's row of README.md's table.
 
 Nothing else needs registering: the section packages, the tests and "where you stand" find
 the exercise from these. It refuses a name the course already has.
@@ -27,6 +31,8 @@ from grader.errors import UsageError
 from grader.paths import SOLUTIONS, course_root
 
 PLACEHOLDER = "TODO(new-exercise)"
+#: The fast tier (make test-fast): green, the new exercise leaves the whole tier green.
+TEST_COMMAND = 'python -m pytest -n 2 -m "not slow and not browser"'
 KINDS = ("function", "module")
 #: Where each side's module goes, under the checkout.
 SIDES = ("course/visible", "grader/checks", "tests/answers")
@@ -145,6 +151,21 @@ def insert_cells(path: Path, cells: list[dict]) -> None:
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def add_to_readme(root: Path, section: str, name: str) -> Path:
+    """Name the exercise in its section's row of README.md's table ("| 10.5 ... | `FeedForward`, ...")."""
+    readme = root / "README.md"
+    lines = readme.read_text(encoding="utf-8").splitlines(keepends=True) if readme.is_file() else []
+    rows = [i for i, line in enumerate(lines) if line.startswith(f"| {section} ")]
+    if len(rows) != 1:
+        raise UsageError(f"{readme} has no row of section {section} in its table of exercises: add one "
+                         "(| section | you implement | checked against |), then run the command again.")
+    cells = lines[rows[0]].split(" | ")
+    cells[1] += f", `{name}`"
+    lines[rows[0]] = " | ".join(cells)
+    readme.write_text("".join(lines), encoding="utf-8")
+    return readme
+
+
 def new_exercise(section: str, name: str, kind: str, root: Path | None = None) -> list[Path]:
     """Write a new exercise's pieces in the checkout at ``root``; returns what it wrote."""
     root = (root or course_root()).resolve()
@@ -160,21 +181,23 @@ def new_exercise(section: str, name: str, kind: str, root: Path | None = None) -
     if why:
         raise UsageError(why)
     cells = notebook_cells(scaffold)
+    readme = add_to_readme(root, section, name)  # first: it may refuse, before anything is written
     for path, text in scaffold.files.items():
         path.write_text(text, encoding="utf-8")
     insert_cells(notebook, cells)
-    return [*scaffold.files, notebook]
+    return [*scaffold.files, readme, notebook]
 
 
 def next_steps(section: str, name: str, written: list[Path], root: Path) -> str:
     """What the command prints: the files, the four places to fill, the one test command."""
     lines = [f"wrote {p.relative_to(root)}" for p in written]
     lines += [f"Fill every {PLACEHOLDER}: the contract and the solution in the notebook, the reference, "
-              "the case and the mistake in the visible module, the answers. Then run:",
-              "  python -m pytest -q -n 0 tests/test_answers.py tests/test_visible.py "
-              f"tests/test_case_kinds.py tests/test_new_exercise.py -k '{name} or placeholder or pieces'",
-              f"and regenerate the learner notebook before you commit: python -m grader generate "
-              f"{written[-1].parent.name}"]
+              "the case, the mistake and the forbidden calls in the visible module, the answers. "
+              "Regenerate the learner notebook:",
+              f"  python -m grader generate {written[-1].parent.name}",
+              f"then run the fast tier ({name}'s tests, every suite-wide invariant and ruff):",
+              f"  {TEST_COMMAND}",
+              "and commit the pieces, the solution notebook and the learner notebook together."]
     return "\n".join(lines)
 
 
@@ -248,6 +271,7 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.forbidden import NOTHING
 
 # Each known mistake, declared once: what the learner probably did, and where to look (never
 # the line that fixes it); ``mistakes`` pairs it with a function that reproduces it.
@@ -298,6 +322,10 @@ class {cls}(Exercise):
     reference_name = "{todo}: the PyTorch reference"
     mistakes = {{MISTAKE: partial(outputs, fn=with_mistake)}}
     visible_cases = CASES
+    # The PyTorch calls that compute the answer earn no credit: name them (course.checking.forbidden:
+    # SOFTMAX, ATTENTION, ...) and plant a bug that makes one. NOTHING where the reference runs nothing
+    # a right answer does not (then the answers module says why, in NO_SIGNATURE).
+    forbidden = NOTHING
 
     def run(self, impl, case, device):
         x = inputs(case, device)
@@ -317,6 +345,10 @@ class {cls}(Exercise):
     reference_name = "{todo}: the PyTorch reference"
     mistakes = {{MISTAKE: partial(outputs, fn=with_mistake)}}
     visible_cases = CASES
+    # The PyTorch calls that compute the answer earn no credit: name them (course.checking.forbidden:
+    # SOFTMAX, ATTENTION, ...) and plant a bug that makes one. NOTHING where the reference runs nothing
+    # a right answer does not (then the answers module says why, in NO_SIGNATURE).
+    forbidden = NOTHING
 
     def run(self, impl, case, device):
         module = self.build(impl, case, case.params["shape"][-1]).to(device)
@@ -354,9 +386,11 @@ ANSWERS = '''\
 """{name}: right answers written differently, and planted bugs."""
 {torch_import}
 from course.visible.{package}.{stem} import MISTAKE
-from tests.answers import bug, right
+from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "{name}"
+# Where the reference runs nothing its right answers do not, tests/test_operator_walk.py asks why:
+# NO_SIGNATURE = "plain Python" (or "the same primitives as a right answer", ...)
 
 
 {right}
@@ -365,13 +399,20 @@ EXERCISE = "{name}"
 {bug}
 
 
+{other_bug}
+
+
 def answers(solution):
-    # The suite asks for the solution, one more right answer and at least three planted bugs.
+    # The suite asks for the solution, one more right answer and at least three planted bugs, one
+    # of them the solution on a fixed device. hidden= is a regular expression that the hidden
+    # check's message must match (case ignored).
     return [
         right("solution", solution["{name}"]),
         right("{todo}: how it is written", {right_name}),
         bug("{todo}: what is wrong", {bug_name},
             hidden="{todo}: words of the hidden message", mistake=MISTAKE),
+        bug("{todo}: another mistake", {other_bug_name}, hidden="{todo}: words of the hidden message"),
+        bug("on a fixed device", on_a_fixed_device(solution["{name}"]), hidden=ON_A_FIXED_DEVICE),
     ]
 '''
 
@@ -387,20 +428,28 @@ _RIGHT_MODULE = '''class RightAnswer(nn.Module):
     def __init__(self, d_model):
         super().__init__()
         raise NotImplementedError("{todo}: a right answer")'''
+_OTHER_FUNCTION = '''def other_bug(x):
+    """Another likely mistake, planted."""
+    raise NotImplementedError("{todo}: another planted bug")'''
 _BUG_MODULE = _RIGHT_MODULE.replace("RightAnswer", "PlantedBug").replace("a right answer", "a planted bug") \
     .replace("A right answer written differently from the solution.", "MISTAKE, planted.")
+_OTHER_MODULE = _RIGHT_MODULE.replace("RightAnswer", "OtherBug") \
+    .replace("a right answer", "another planted bug") \
+    .replace("A right answer written differently from the solution.", "Another likely mistake, planted.")
 _ANSWER_PARTS = {
-    "function": {"right": _RIGHT_FUNCTION, "bug": _BUG_FUNCTION, "torch_import": "",
-                 "right_name": "right_answer", "bug_name": "planted_bug"},
-    "module": {"right": _RIGHT_MODULE, "bug": _BUG_MODULE, "torch_import": "\nfrom torch import nn\n",
-               "right_name": "RightAnswer", "bug_name": "PlantedBug"},
+    "function": {"right": _RIGHT_FUNCTION, "bug": _BUG_FUNCTION, "other_bug": _OTHER_FUNCTION,
+                 "torch_import": "", "right_name": "right_answer", "bug_name": "planted_bug",
+                 "other_bug_name": "other_bug"},
+    "module": {"right": _RIGHT_MODULE, "bug": _BUG_MODULE, "other_bug": _OTHER_MODULE,
+               "torch_import": "\nfrom torch import nn\n", "right_name": "RightAnswer",
+               "bug_name": "PlantedBug", "other_bug_name": "OtherBug"},
 }
 
 
 def _answers(kind: str) -> str:
     """The answers' template of ``kind``, its other fields left for :meth:`Scaffold.files`."""
     text = ANSWERS
-    for key, value in _ANSWER_PARTS[kind].items():  # "right" and "bug" first: they hold {todo}
+    for key, value in _ANSWER_PARTS[kind].items():  # the functions first: they hold {todo}
         text = text.replace("{" + key + "}", value)
     return text
 

@@ -9,6 +9,7 @@ by running on another device). A call to the reference fails both sides, in the 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 import sys
@@ -33,13 +34,28 @@ def message(failure: BaseException | None) -> str | None:
     return None if failure is None else f"{type(failure).__name__}: {failure}"
 
 
+#: What each side said of each entry, once per process: the tests of tests/test_answers.py and
+#: tests/test_visible.py read the same run ("hidden" or "visible", section, exercise, label).
+_SAID: dict[tuple[str, str, str, str], BaseException | None] = {}
+
+
+def _said(side: str, entry: Entry, run) -> BaseException | None:
+    key = (side, entry.section, entry.exercise, entry.label)
+    if key not in _SAID:
+        failure = outcome(run)
+        _SAID[key] = None if failure is None else failure.with_traceback(None)  # frames hold tensors
+    return _SAID[key]
+
+
 def run_visible(entry: Entry) -> BaseException | None:
-    return outcome(lambda: run_visible_test(entry.assignment, entry.exercise, entry.impl))
+    """What the visible test says of the entry (None: it passes), run once per process."""
+    return _said("visible", entry, lambda: run_visible_test(entry.assignment, entry.exercise, entry.impl))
 
 
 def run_hidden(entry: Entry) -> BaseException | None:
+    """What the hidden check says of the entry (None: it passes), run once per process."""
     module = importlib.import_module(f"grader.checks.s{entry.section.replace('.', '_')}")
-    return outcome(lambda: getattr(module, f"check_{entry.exercise}")(entry.impl))
+    return _said("hidden", entry, lambda: getattr(module, f"check_{entry.exercise}")(entry.impl))
 
 
 GENERIC = re.compile(r".* differs from .*: (the largest difference is .*|\d+ entries are inf or NaN)\.")
@@ -59,10 +75,25 @@ def names_the_mistake(failure: BaseException | None) -> bool:
 # ---------------------------------------------------------------- the catalogue
 
 
-def build() -> list[Entry]:
-    """Every declared right answer and planted bug, in course order."""
-    return [e for section in declared_sections()
-            for e in declared(section, load_solution_namespace(assignment_of(section)))]
+@functools.cache
+def build() -> tuple[Entry, ...]:
+    """Every declared right answer and planted bug, in course order (built once per process)."""
+    return tuple(e for section in declared_sections()
+                 for e in declared(section, load_solution_namespace(assignment_of(section))))
+
+
+def entry_id(entry: Entry) -> str:
+    return f"{entry.exercise}: {entry.label}"
+
+
+def params(entries) -> list:
+    """The entries as pytest parameters, those of a section in one xdist group: under
+    ``--dist loadgroup`` one worker runs a section's tests of both sides, each run once
+    (``run_visible``, ``run_hidden``)."""
+    import pytest
+
+    return [pytest.param(e, id=entry_id(e), marks=pytest.mark.xdist_group(f"answers-{e.section}"))
+            for e in entries]
 
 
 # ---------------------------------------------------------------- the table

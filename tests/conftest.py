@@ -1,8 +1,9 @@
 """Fixtures shared by the test modules: the solutions' code, the graded batch, the caches.
 
 Tiers: ``pytest -m "not slow and not browser"`` (``make test-fast``) runs what needs no
-kernel, no nbgrader run, no fresh Python process importing torch and no browser; ``make test``
-runs everything.
+kernel, no nbgrader run, no fresh Python process and no browser; ``make test`` runs everything.
+A fast-tier test that starts a kernel, nbgrader or a fresh Python fails (tests/fast_tier.py).
+Tests that share a module-scoped fixture run in one xdist worker (the hooks below).
 """
 
 from __future__ import annotations
@@ -15,8 +16,50 @@ from pathlib import Path
 import pytest
 
 from samples import load_solution_namespace
-from tests.settings import GRADING
+from tests.fast_tier import guarded
+from tests.settings import GRADING, shared_dir
 from tests.submissions import planted
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    return (yield from guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    return (yield from guarded(item))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """A module whose tests share a module-scoped fixture (a release built, a kernel started, the
+    sections graded) runs in one pytest-xdist worker (``--dist loadgroup``, pyproject.toml), so
+    that the fixture is built once per run, not once per worker. Autouse fixtures (a thread
+    setting) do not count; a test already in a group keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _shares_a_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if config.getoption("loadgroup", False):  # in a worker of a loadgroup run
+        for item in items:
+            _name_its_group(item)
+
+
+def _shares_a_module_fixture(item) -> bool:
+    definitions = getattr(item, "_fixtureinfo", None)
+    active = [defs[-1] for defs in definitions.name2fixturedefs.values()] if definitions else []
+    return any(d.scope == "module" and not d._autouse for d in active)
+
+
+def _name_its_group(item) -> None:
+    """Name a grouped test ``<node id>@<group>``, the name ``--dist loadgroup`` schedules by.
+    pytest-xdist 3.8 means to, but sets ``item._nodeid``, which pytest 9 no longer reads."""
+    from _pytest.nodeid import NodeId
+
+    groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                     for m in item.iter_markers("xdist_group")})
+    if groups and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+        item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +67,6 @@ def solution(request) -> dict:
     """The namespace of the instructor notebook of the test module's ``ASSIGNMENT`` (its
     setup, given and solution cells), loaded when a test first needs it."""
     return load_solution_namespace(request.module.ASSIGNMENT)
-
-
-def shared_dir(tmp_path_factory, request) -> Path:
-    """A folder all pytest-xdist workers of the session see (the session's own without xdist)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if hasattr(request.config, "workerinput") else base
 
 
 @pytest.fixture(scope="session")

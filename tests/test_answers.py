@@ -9,18 +9,12 @@ import pytest
 
 from course.checking import single_thread
 from grader.checks import EXERCISES
-from samples import load_solution_namespace
 from tests import catalogue, dictation
-from tests.answers import assignment_of, declared, declared_sections
+from tests.answers import declared_sections
 
-ENTRIES = [e for section in declared_sections()
-           for e in declared(section, load_solution_namespace(assignment_of(section)))]
+ENTRIES = catalogue.build()
 RIGHT = [e for e in ENTRIES if e.correct]
 BUGS = [e for e in ENTRIES if not e.correct]
-
-
-def entry_id(entry) -> str:
-    return f"{entry.exercise}: {entry.label}"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -29,14 +23,14 @@ def one_thread():
         yield
 
 
-@pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(RIGHT))
 def test_right_answer_passes(entry):
     """Is this right answer, however it is written, accepted by the hidden check?"""
     failure = catalogue.run_hidden(entry)
     assert failure is None, catalogue.message(failure)
 
 
-@pytest.mark.parametrize("entry", BUGS, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(BUGS))
 def test_planted_bug_fails_with_its_message(entry):
     """Is this planted bug rejected by the hidden check, with the message it is declared with,
     naming its mistake where the hidden check knows that mistake?"""

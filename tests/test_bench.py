@@ -279,6 +279,7 @@ def test_the_host_part_measures_each_class(tmp_path):
     assert "ms of host" in "\n".join(report.host_table(found))
 
 
+@pytest.mark.slow  # a fresh Python importing torch
 def test_a_fresh_process_measures_its_own_peak_memory():
     """Does the host part's peak memory leave out the memory of the process that started it
     (``ru_maxrss`` of a started process counts its parent's memory at the fork)?"""

@@ -16,7 +16,6 @@ from grader.checks.guarded_calls import close, grading_device
 from grader.checks.s10_6 import transformer
 from samples import load_solution_namespace
 from tests import catalogue
-from tests.answers import declared
 from tests.answers.s10_6 import transformer as transformer_answers
 from tests.check_helpers import assert_records_verify, assert_registered
 
@@ -38,6 +37,7 @@ def test_every_exercise_is_registered():
     assert_registered("10.6", s10_6, NAMES)
 
 
+@pytest.mark.slow  # a fresh Python importing torch
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
     assert_records_verify(s10_6, NAMES, solution, tmp_path, monkeypatch)
@@ -78,11 +78,11 @@ def test_property_checks_catch_what_they_claim(solution):
 
 # ---------------------------------------------------------------- one wording on both sides
 
-DECODING = [e for e in declared("10.6", load_solution_namespace(ASSIGNMENT))
-            if e.exercise == "greedy_decode" and not e.correct and e.hidden and not e.grading_only]
+DECODING = [e for e in catalogue.build() if e.section == "10.6"
+            and e.exercise == "greedy_decode" and not e.correct and e.hidden and not e.grading_only]
 
 
-@pytest.mark.parametrize("entry", DECODING, ids=lambda e: f"{e.exercise}: {e.label}")
+@pytest.mark.parametrize("entry", catalogue.params(DECODING))
 def test_visible_test_says_what_grading_says(entry):
     """Does the visible test reject each decoding bug with the hidden check's words (the one wording
     of each message), so that a learner reads before grading what grading will say?"""
@@ -242,8 +242,8 @@ ISSUE_33 = {"DecoderBlock": ("no sublayer dropout", "dropout after the residual 
             "greedy_decode": ("the notebook's PAD instead of model.pad_id",),
             "train_step": ("scored on tgt[:, :-1]", "zero_grad between backward() and step()",
                            "clip_grad_value_", "reduction='sum'", "model.eval()")}
-NAMED = [e for e in declared("10.6", load_solution_namespace(ASSIGNMENT))
-         if e.label in ISSUE_33.get(e.exercise, ())]
+NAMED = [e for e in catalogue.build() if e.section == "10.6"
+         and e.label in ISSUE_33.get(e.exercise, ())]
 
 
 def test_issue_33_bugs_are_planted():
@@ -252,7 +252,7 @@ def test_issue_33_bugs_are_planted():
         {(exercise, label) for exercise, labels in ISSUE_33.items() for label in labels}
 
 
-@pytest.mark.parametrize("entry", NAMED, ids=lambda e: f"{e.exercise}: {e.label}")
+@pytest.mark.parametrize("entry", catalogue.params(NAMED))
 def test_issue_33_bug_named_on_both_sides(entry):
     """Do the visible test and grading both reject it naming its Mistake (those outside an exercise's
     table of variants too: the creation order, the global PAD), with the mistake's sentence?"""

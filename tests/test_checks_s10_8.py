@@ -27,9 +27,7 @@ from grader.checks.s10_8 import beam_search, greedy_decode_cached
 from grader.checks.s10_8 import next_token_probs as probs_check
 from grader.checks.s10_8.next_token_probs import GradedNextTokenProbs as NextTokenProbs
 from grader.checks.s10_8.next_token_probs import contract_probs
-from samples import load_solution_namespace
 from tests import catalogue
-from tests.answers import declared
 from tests.answers.s10_8.greedy_decode_cached import reference_greedy
 from tests.check_helpers import assert_records_verify, assert_registered
 
@@ -49,6 +47,7 @@ def test_every_exercise_is_registered():
     assert_registered("10.8", s10_8, NAMES)
 
 
+@pytest.mark.slow  # a fresh Python importing torch
 def test_records_verify_in_a_clean_process(tmp_path, monkeypatch, solution):
     """Do the solution's saved records pass the clean-process verification?"""
     assert_records_verify(s10_8, NAMES, solution, tmp_path, monkeypatch)
@@ -325,12 +324,12 @@ def test_draws_are_watched_and_next_token_probs_restored():
 
 # ---------------------------------------------------------------- one wording on both sides
 
-DECODING = [e for e in declared("10.8", load_solution_namespace(ASSIGNMENT))
-            if e.exercise in ("greedy_decode_cached", "beam_search")
+DECODING = [e for e in catalogue.build() if e.section == "10.8"
+            and e.exercise in ("greedy_decode_cached", "beam_search")
             and not e.correct and e.hidden and not e.grading_only and e.label != "one cache for all blocks"]
 
 
-@pytest.mark.parametrize("entry", DECODING, ids=lambda e: f"{e.exercise}: {e.label}")
+@pytest.mark.parametrize("entry", catalogue.params(DECODING))
 def test_visible_test_says_what_grading_says(entry):
     """Does the visible test reject each decoding bug with the hidden check's words (the one wording
     of each message), so that a learner reads before grading what grading will say?"""

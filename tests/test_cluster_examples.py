@@ -334,6 +334,7 @@ def test_the_image_check_builds_on_a_debootstrap_base(tmp_path, monkeypatch):
     commands = []
     monkeypatch.setattr(check, "step", lambda name, command, **kw: commands.append(command))
     monkeypatch.setattr(check, "image_exists", lambda name: False)
+    monkeypatch.setattr(check, "pip_settings", lambda work: (work / "pip" / "pip.conf", set()))
     with monkeypatch.context() as tar:  # the tar of the root filesystem into podman import
         tar.setattr(check.subprocess, "Popen", lambda *a, **kw: type("Tar", (), {
             "stdout": None, "wait": lambda self: 0})())

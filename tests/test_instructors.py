@@ -190,6 +190,7 @@ def test_each_gradebook_its_own_files(tmp_path):
         files_folder(tmp_path, "postgresql://host/db")
 
 
+@pytest.mark.slow  # a fresh Python, started where the clone shadows the package
 def test_shadowed_course_package_says_what_to_do(tmp_path):
     """A clone named ``course`` in the folder Python runs from hides the helpers: the
     command stops with the reason and the way out, not a TypeError."""

@@ -1,7 +1,8 @@
 """Does ruff find nothing to complain about in the code and the notebooks?"""
 
 import subprocess
-import sys
+
+from ruff.__main__ import find_ruff_bin
 
 from grader.paths import course_root
 
@@ -10,6 +11,6 @@ ROOT = course_root()
 
 def test_ruff_check_passes():
     """Is `ruff check` (configured in pyproject.toml, notebooks included) clean?"""
-    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."],
+    result = subprocess.run([find_ruff_bin(), "check", "--output-format", "concise", "."],
                             cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]

@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import samples
 from grader.__main__ import main
 from grader.checks import EXERCISES, SECTIONS
 from grader.errors import UsageError
-from grader.scaffold import PLACEHOLDER, new_exercise
+from grader.scaffold import PLACEHOLDER, TEST_COMMAND, new_exercise
 from samples import graded_cells
 from tests.answers import assignment_of
 from tests.settings import ROOT, TIMEOUT
@@ -86,19 +87,31 @@ def course(tmp_path) -> Path:
     """A copy of the course's notebooks and exercise folders (what the command reads and writes)."""
     for part in ("solutions", "course/visible", "grader/checks", "tests/answers"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
     return tmp_path
 
 
 def test_it_writes_every_piece(course):
-    """Are the three modules valid Python, and do the notebook's new cells (the contract with a
-    folded hint, the exercise, the check with its points) come before the closing cells?"""
+    """Are the three modules valid Python, with the pieces the suite asks for (the forbidden calls,
+    three planted bugs, one of them on a fixed device), is the exercise named in README.md's row of
+    its section, and do the notebook's new cells (the contract with a folded hint, the exercise,
+    the check with its points) come before the closing cells?"""
+    readme = (course / "README.md").read_text()
     written = new_exercise(SECTION, "LayerNorm", "module", course)
     names = [p.relative_to(course).as_posix() for p in written]
-    assert names[:3] == ["course/visible/s10_5/layer_norm.py", "grader/checks/s10_5/layer_norm.py",
-                         "tests/answers/s10_5/layer_norm.py"]
+    assert names == ["course/visible/s10_5/layer_norm.py", "grader/checks/s10_5/layer_norm.py",
+                     "tests/answers/s10_5/layer_norm.py", "README.md",
+                     f"solutions/{ASSIGNMENT}/transformer_block.ipynb"]
     for path in written[:3]:
         compile(path.read_text(), str(path), "exec")
-    nb = json.loads(written[3].read_text())
+    assert "    forbidden = NOTHING\n" in written[0].read_text()
+    answers = written[2].read_text()
+    assert answers.count("        bug(") == 3
+    assert 'on_a_fixed_device(solution["LayerNorm"]), hidden=ON_A_FIXED_DEVICE)' in answers
+    (row,) = [line for line in readme.splitlines() if line.startswith(f"| {SECTION} ")]
+    before, after = row.split(" | "), written[3].read_text().splitlines()
+    assert f"{before[1]}, `LayerNorm`" in after[readme.splitlines().index(row)]
+    nb = json.loads(written[4].read_text())
     sources = ["".join(c["source"]) for c in nb["cells"]]
     at = next(i for i, s in enumerate(sources) if s.startswith("### Exercise: `LayerNorm`"))
     contract, solution, check = nb["cells"][at:at + 3]
@@ -110,7 +123,7 @@ def test_it_writes_every_piece(course):
     assert (meta["grade_id"], meta["grade"], meta["points"]) == ("check_LayerNorm", True, 1)
     assert "".join(check["source"]).startswith('"""Check LayerNorm:')
     assert sources[at + 3].startswith("## Where you stand")  # 10.5 has no summary cell
-    assert written[3].read_text().endswith("}\n")
+    assert written[4].read_text().endswith("}\n")
 
 
 @pytest.mark.parametrize("name, why", [
@@ -165,8 +178,12 @@ FILL = {
         ('bug("TODO(new-exercise): what is wrong", planted_bug,\n'
          '            hidden="TODO(new-exercise): words of the hidden message", mistake=MISTAKE),',
          'bug("x + x + 1", planted_bug, hidden="one added to twice x", mistake=MISTAKE),\n'
-         '        bug("x * x", lambda x: x * x),\n'
-         '        bug("detached", lambda x: (2 * x).detach(), hidden="grad"),'),
+         '        bug("x * x", lambda x: x * x),'),
+        ('raise NotImplementedError("TODO(new-exercise): another planted bug")', "return (2 * x).detach()"),
+        ('bug("TODO(new-exercise): another mistake", other_bug, hidden="TODO(new-exercise): words of the '
+         'hidden message"),', 'bug("detached", other_bug, hidden="grad"),'),
+        ('# NO_SIGNATURE = "plain Python" (or "the same primitives as a right answer", ...)',
+         'NO_SIGNATURE = "torch.mul(x, 2): the product the solution runs too"'),
     ],
 }
 NOTEBOOK = [  # the contract, the solution, the check's words
@@ -198,30 +215,28 @@ def fill(root: Path) -> None:
     notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
-def pytest_in(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """The suite's tests that cover 10.5's exercises, run in the copy at ``root``."""
+def pytest_in(root: Path, *args: str, command: str = "python -m pytest -q -n 0 -m 'not slow'") \
+        -> subprocess.CompletedProcess:
+    """A pytest command line run in the copy at ``root`` (its python: this one)."""
     environment = {k: v for k, v in os.environ.items() if k not in ("COURSE_ROOT", "PYTEST_ADDOPTS")}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
-                           "-m", "not slow", *args], cwd=root, capture_output=True, text=True,
-                          env=environment, timeout=600)
-
-
-COVERING = ["tests/test_new_exercise.py", "tests/test_answers.py", "tests/test_visible.py",
-            "tests/test_case_kinds.py", "tests/test_layout.py",
-            "-k", "double or placeholder or 10.5 or bound_by_name or names_are_unique"]
+    words = shlex.split(command)
+    assert words[:3] == ["python", "-m", "pytest"], command
+    return subprocess.run([sys.executable, *words[1:], "-p", "no:cacheprovider", *args], cwd=root,
+                          capture_output=True, text=True, env=environment, timeout=600)
 
 
 @pytest.mark.slow  # fresh Python processes that import torch, and nbgrader
 def test_scaffold_fill_and_the_checks_pass(tmp_path):
-    """In a copy of the course: run the command, see its placeholders fail the suite, fill the four
-    places with double(x), regenerate the learner notebook, and see the answers, the visible
-    tests, the case kinds and the registration tests pass for it; then grade a solved and a
-    planted submission through ``python -m grader autograde``: 1 point for double, and 0."""
+    """In a copy of the course: run the command, see its placeholders fail the suite, fill the
+    places with double(x), regenerate the learner notebook, and see the test command it printed
+    (the fast tier) pass, the answers, the visible tests, the case kinds, the registration, the
+    operator walk and ruff among it; then grade a solved and a planted submission through
+    ``python -m grader autograde``: 1 point for double, and 0."""
     root = copy_of_the_course(tmp_path / "course")
     run = subprocess.run([sys.executable, "-m", "grader", "new-exercise", SECTION, "double", "--kind",
                           "function"], cwd=root, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert "tests/test_answers.py" in run.stdout
+    assert f"\n  {TEST_COMMAND}\n" in run.stdout and "-k" not in run.stdout  # a marker, no list of names
 
     unfilled = pytest_in(root, "tests/test_new_exercise.py", "tests/test_answers.py", "-k",
                          "double or placeholder")
@@ -234,9 +249,10 @@ def test_scaffold_fill_and_the_checks_pass(tmp_path):
     generated = subprocess.run([sys.executable, "-m", "grader", "generate", ASSIGNMENT], cwd=root,
                                capture_output=True, text=True, timeout=300)
     assert generated.returncode == 0, generated.stderr
-    filled = pytest_in(root, "-rA", *COVERING)
+    filled = pytest_in(root, "-rA", command=TEST_COMMAND)  # the command it printed: the fast tier
     assert filled.returncode == 0, filled.stdout[-4000:]
-    passed = set(re.findall(r"^PASSED (\S.*)$", filled.stdout, flags=re.M))
+    passed = {re.sub(r"@[\w.-]+\]?$", "", test)  # without its xdist group ("…]@answers-10.5]")
+              for test in re.findall(r"^PASSED (\S.*)$", filled.stdout, flags=re.M)}
     for test in ("test_answers.py::test_right_answer_passes[double: x.add(x)]",
                  "test_answers.py::test_planted_bug_fails_with_its_message[double: x + x + 1]",
                  "test_visible.py::test_visible_test_catches_planted_bug[double: x + x + 1]",
@@ -244,7 +260,10 @@ def test_scaffold_fill_and_the_checks_pass(tmp_path):
                  "test_case_kinds.py::test_every_hidden_kind_has_a_visible_case[double]",
                  "test_layout.py::test_check_functions_are_bound_by_name[10.5]",
                  "test_new_exercise.py::test_every_exercise_has_its_pieces[10.5]",
-                 "test_new_exercise.py::test_no_placeholder_is_left"):
+                 "test_new_exercise.py::test_no_placeholder_is_left",
+                 "test_operator_walk.py::test_an_empty_signature_is_recorded_with_why[double]",
+                 "test_answers.py::test_every_device_check_has_a_planted_bug_it_catches",
+                 "test_lint.py::test_ruff_check_passes"):
         assert f"tests/{test}" in passed, (test, filled.stdout[-3000:])
 
     # Graded as a class is: the solved notebook gets the exercise's point, the planted bug none.

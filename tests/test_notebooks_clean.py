@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from tests.settings import ROOT
@@ -14,16 +16,15 @@ REPO = ROOT
 SCRIPT = REPO / "scripts" / "check_notebooks_clean.py"
 
 
-def run_check(*paths: Path) -> subprocess.CompletedProcess[str]:
-    """Run the checker as pre-commit and CI do; its exit status and output."""
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, paths)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+def run_check(*paths: Path) -> SimpleNamespace:
+    """Run the checker's main as pre-commit and CI do (in this process): its exit status and output."""
+    spec = importlib.util.spec_from_file_location("check_notebooks_clean", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = script.main([str(p) for p in paths])
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr="")
 
 
 def write_notebook(path: Path, outputs: list[dict[str, Any]], count: int | None) -> Path:

@@ -20,7 +20,7 @@ from course.checking import Prediction, single_thread
 from course.checking.forbidden import Forbidden, OperatorTripwire
 from grader.checks import EXERCISES
 from samples import load_solution_namespace
-from tests.answers import assignment_of, declared, declared_sections
+from tests.answers import assignment_of, declared, declared_by_exercise, declared_sections
 
 CPU = torch.device("cpu")
 
@@ -110,36 +110,12 @@ def harmless(name: str) -> str | None:
 
 
 #: Signature operators an exercise allows, each with why (a right answer may run them although
-#: none declared does).
-_OWN_ATTENTION = "the attention inside a block is the learner's own choice (the block is the exercise)"
-ALLOWED: dict[str, dict[str, str]] = {
-    "TransformerBlock": dict.fromkeys(("aten._scaled_dot_product_flash_attention_for_cpu",
-                                       "aten._scaled_dot_product_flash_attention_for_cpu_backward"),
-                                      _OWN_ATTENTION),
-    "MultiHeadAttention": {"aten.baddbmm": "the scores plus the mask in one batched product: a primitive "
-                                           "of right answers (test_tripwire's attention_baddbmm)"},
-    "beam_search": dict.fromkeys(("aten.gather", "aten.sum"),
-                                 "the score summed from the log-probabilities of the tokens: primitives"),
-}
+#: none declared does): ``ALLOWED_OPERATORS`` of its answers module, tests/answers/s10_X/.
+ALLOWED: dict[str, dict[str, str]] = declared_by_exercise("ALLOWED_OPERATORS")
 
-#: Exercises whose reference runs nothing its right answers do not: why the walk finds no door.
-NO_SIGNATURE: dict[str, str] = {
-    **dict.fromkeys(("bpe_train", "bpe_encode"), "plain Python: words and merges, no tensor"),
-    "warmup_cosine_lr": "numbers in, a number out: the reference's formula is arithmetic",
-    "dot_product_variance": "an experiment: the variance of random dot products, arithmetic",
-    **dict.fromkeys(("greedy_decode", "greedy_decode_cached", "sample"),
-                    "a decoding loop on a stand-in model: the reference is the contract's ids, checked step "
-                    "by step"),
-    "train_step": "the reference step is F.cross_entropy and clip_grad_norm_, which train_step may call",
-    **dict.fromkeys(("qkv_projections", "QKVProjection", "split_heads", "merge_heads", "FeedForward",
-                     "SwiGLU"), "products, views and activations a right answer runs too (F.linear is "
-                                "forbidden by name)"),
-    **dict.fromkeys(("sinusoidal_positional_encoding", "PositionalEncoding", "relative_shift_matrix",
-                     "apply_rotary"), "the formula in float64: arithmetic, as right answers compute it"),
-    **dict.fromkeys(("causal_mask", "padding_mask", "next_token_probs"),
-                    "comparisons, triangles and sorts a right answer runs too"),
-    "RMSNorm": "F.rms_norm runs as arithmetic on the CPU; the other normalisations are forbidden by family",
-}
+#: Exercises whose reference runs nothing its right answers do not, with why the walk finds no door:
+#: ``NO_SIGNATURE`` of its answers module.
+NO_SIGNATURE: dict[str, str] = declared_by_exercise("NO_SIGNATURE")
 
 
 # ---------------------------------------------------------------- the walk
@@ -212,8 +188,8 @@ def test_every_signature_operator_earns_no_credit_or_is_allowed(name):
     exercise (however it is reached), or is it said why it may run?"""
     doors = unexplained(name)
     assert not doors, (f"{name} ({walk(name).case}): its reference runs {doors}, which no right answer "
-                       "does: forbid them in its visible module, with a planted bug, or say in ALLOWED why "
-                       "they may run")
+                       "does: forbid them in its visible module (forbidden = ...), with a planted bug that "
+                       "calls one, or say why they may run in ALLOWED_OPERATORS of its answers module")
 
 
 @pytest.mark.parametrize("name", COMPUTING)
@@ -224,7 +200,8 @@ def test_an_empty_signature_is_recorded_with_why(name):
     if name in NO_SIGNATURE:
         assert not found.signature, f"{name}: its reference now runs {sorted(found.signature)}"
     else:
-        assert found.signature, f"{name}: the walk finds no signature; say why in NO_SIGNATURE"
+        assert found.signature, \
+            f"{name}: the walk finds no signature; say why in NO_SIGNATURE of its answers module"
 
 
 def test_every_exception_is_still_needed():

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import importlib
 import inspect
 import io
+import re
 import signal
 from pathlib import Path
 
 import pytest
 
-from course.checking import single_thread
+from course.checking import Prediction, single_thread
 from grader.checks import EXERCISES, SECTIONS
 from grader.publish.bundle import helper_files, parse_code
 from samples import ROOT, as_python, load_solution_namespace
@@ -66,17 +68,27 @@ def given_callables(notebook: Path) -> dict[str, object]:
             if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == name}
 
 
+def given_in(name: str) -> str | None:
+    """The section of a given cell's callable ("10.3: MultiHeadAttention"), None for a module's."""
+    match = re.match(r"(\d+\.\d+): ", name)
+    return match and match[1]
+
+
 def section_key(section: str) -> tuple[int, ...]:
     return tuple(int(part) for part in section.split("."))
 
 
 def course_callables() -> dict[str, object]:
+    """The functions and classes the shipped modules define, and the callables they hold in
+    module-level dicts (a check's table of variants: ``VARIANTS[name]``)."""
     found = {}
     for module_name in shipped_modules():
         module = importlib.import_module(module_name)
         for key, value in vars(module).items():
             if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__ == module_name:
                 found[f"{module_name}.{key}"] = value
+            if isinstance(value, dict) and not key.startswith("__"):
+                found.update({f"{module_name}.{key}[{k}]": v for k, v in value.items() if callable(v)})
     return found
 
 
@@ -103,8 +115,12 @@ def solutions() -> dict[str, object]:
     return found
 
 
-CANDIDATES = {**course_callables(),
-              **{k: v for nb in learner_notebooks() for k, v in given_callables(nb).items()}}
+@functools.cache
+def candidates() -> dict[str, object]:
+    """What the release ships: the course modules' callables and the given cells' (built once per
+    process, when a test first needs them)."""
+    given = {k: v for nb in learner_notebooks() for k, v in given_callables(nb).items()}
+    return {**course_callables(), **given}
 
 
 class _TooSlow(Exception):
@@ -138,19 +154,26 @@ def test_the_release_ships_callables_to_try():
     """Are the shipped modules and the given cells' definitions found (so the test below tries them)?"""
     modules = shipped_modules()
     assert "course.checking" in modules and "course.visible.s10_7.warmup_cosine_lr" in modules
-    assert "course.visible.s10_7.warmup_cosine_lr.expected_schedule" in CANDIDATES
-    assert sum(name.startswith("10.") for name in CANDIDATES) >= 10  # the given cells' own
+    assert "course.visible.s10_7.warmup_cosine_lr.expected_schedule" in candidates()
+    assert "10.7: MultiHeadAttention" in candidates()  # a given cell's, from an earlier section
+    assert any("[" in name for name in candidates())  # a table of variants' entries
+    assert sum(name.startswith("10.") for name in candidates()) >= 10  # the given cells' own
+
+
+#: Exercises whose answer is code (a prediction's is a number: nothing shipped can be handed in).
+COMPUTING = [name for name, exercise in EXERCISES.items() if not isinstance(exercise, Prediction)]
 
 
 @pytest.mark.slow  # about 25 CPU seconds: some 1 400 candidates
-@pytest.mark.parametrize("exercise", EXERCISES)
+@pytest.mark.parametrize("exercise", COMPUTING)
 def test_nothing_shipped_earns_credit(exercise):
     """Does every shipped callable that fits the exercise's signature fail its hidden check?"""
     reference = solutions().get(exercise)
     if reference is None:
         pytest.skip(f"{exercise}: no solution in the instructor notebooks of this checkout")
     section = next(s for s, package in SECTIONS.items() if exercise in package.EXERCISES)
-    tried = {name: c for name, c in CANDIDATES.items() if fits(c, reference)
-             and (": " not in name or section_key(name.split(": ")[0]) <= section_key(section))}
+    tried = {name: c for name, c in candidates().items() if fits(c, reference)
+             and section_key(given_in(name) or section) <= section_key(section)}
+    assert tried, f"{exercise}: no shipped callable fits its signature, the sweep hands in nothing"
     credited = [name for name, candidate in tried.items() if _credited(exercise, candidate)]
     assert not credited, f"{exercise} is earned by what the release ships: {credited}"

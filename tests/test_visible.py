@@ -27,10 +27,6 @@ RIGHT = [e for e in ENTRIES if e.correct]
 PLANTED = [e for e in ENTRIES if not e.correct and not e.grading_only]
 
 
-def entry_id(entry: catalogue.Entry) -> str:
-    return f"{entry.exercise}: {entry.label}"
-
-
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
     with checking.single_thread():
@@ -45,7 +41,7 @@ def test_one_checking_toolkit():
         assert getattr(guarded_calls, name) is getattr(checking, name), name
 
 
-@pytest.mark.parametrize("entry", RIGHT, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(RIGHT))
 def test_visible_never_stricter_than_hidden(entry):
     """Does every right answer the suite knows, which the hidden check accepts
     (tests/test_answers.py::test_right_answer_passes), pass the visible test too (e.g. a softmax
@@ -55,23 +51,43 @@ def test_visible_never_stricter_than_hidden(entry):
         f"the visible test rejects what the hidden check accepts: {catalogue.message(visible)}"
 
 
-@pytest.mark.parametrize("entry", PLANTED, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(PLANTED))
 def test_visible_test_catches_planted_bug(entry):
     """Does the visible test reject every planted bug that is not for grading alone to see, and
-    name the mistake the bug is declared with?"""
+    name the mistake the bug is declared with, in grading's words where both sides fail in the same
+    case (the case and the numbers aside), so the learner reads at grading what the notebook said?"""
     failure = catalogue.run_visible(entry)
     assert failure is not None
     if entry.mistake is not None:
         assert getattr(failure, "mistake", None) == entry.mistake, catalogue.message(failure)
         assert entry.mistake.sentence() in str(failure)
+        visible, hidden = one_wording(failure, catalogue.run_hidden(entry))
+        assert visible == hidden, f"\n  visible: {visible}\n  hidden:  {hidden}"
     printed = dictation.answer_line_in(str(failure), entry.section, entry.exercise)
     assert printed is None, f"the message prints a line of the answer ({printed}): {failure}"
+
+
+def _worded(failure: BaseException) -> tuple[str | None, str]:
+    """A failure's case and its first line with the case and the numbers left out."""
+    line = str(failure).strip().splitlines()[0]
+    case = re.search(r"in case '([^']*)'", line)
+    line = re.sub(r"in case '[^']*'", "in case …", line)
+    return (case.group(1) if case else None), re.sub(r"[-+]?\d[\d.e+-]*", "N", line)
+
+
+def one_wording(visible: BaseException, hidden: BaseException | None) -> tuple[str | None, str | None]:
+    """The two sides' first lines, numbers and case left out, where both failed in the same case;
+    (None, None) where they failed in different cases (their sentences name different things)."""
+    if hidden is None:
+        return None, None
+    (v_case, v_line), (h_case, h_line) = _worded(visible), _worded(hidden)
+    return (v_line, h_line) if v_case is not None and v_case == h_case else (None, None)
 
 
 FORBIDDEN_CALLS = [e for e in PLANTED if e.hidden and e.hidden.startswith("No credit")]
 
 
-@pytest.mark.parametrize("entry", FORBIDDEN_CALLS, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(FORBIDDEN_CALLS))
 def test_a_forbidden_call_fails_both_sides_in_the_same_words(entry):
     """Does an answer that calls the reference (or the shipped checking code) fail the visible
     check with grading's own message, not pass it to lose the marks at grading?"""
@@ -83,7 +99,7 @@ def test_a_forbidden_call_fails_both_sides_in_the_same_words(entry):
 FIXED_DEVICE_BUGS = [e for e in PLANTED if e.hidden and "device" in e.hidden]
 
 
-@pytest.mark.parametrize("entry", FIXED_DEVICE_BUGS, ids=entry_id)
+@pytest.mark.parametrize("entry", catalogue.params(FIXED_DEVICE_BUGS))
 def test_a_fixed_device_fails_both_sides_in_the_same_words(entry):
     """Does code that makes a tensor on a fixed device fail the visible check, on a machine without
     a GPU, in grading's words (the engine's one probe, course.checking.devices, or the exercise's own
@@ -119,6 +135,10 @@ def test_visible_tests_catch_what_hidden_checks_catch(capsys):
     assert totals["hidden"] >= 150
     assert totals["visible of hidden"] >= 0.95 * totals["hidden"], totals["missed"]
     assert totals["named"] >= 0.85 * totals["visible"]
+    named = [e for e in PLANTED if e.mistake is not None]  # each compared by the test above
+    compared = sum(one_wording(catalogue.run_visible(e), catalogue.run_hidden(e))[0] is not None
+                   for e in named)
+    assert compared >= 20, f"only {compared} failures compared in the same words: the test proves little"
 
 
 # ---------------------------------------------------------------- the test cells
@@ -269,30 +289,3 @@ def test_a_prediction_is_graded_by_a_predict_cell():
             if cell.metadata.get("nbgrader", {}).get("grade"):
                 exercise = EXERCISES[exercise_name(grade_id)]
                 assert isinstance(exercise, checking.Prediction) == grade_id.startswith("predict_"), grade_id
-
-
-NAMED_MISTAKE = [e for e in PLANTED if e.mistake is not None]
-
-
-def _worded(failure: BaseException) -> tuple[str | None, str]:
-    """A failure's case and its first line with the case and the numbers left out."""
-    line = str(failure).strip().splitlines()[0]
-    case = re.search(r"in case '([^']*)'", line)
-    line = re.sub(r"in case '[^']*'", "in case …", line)
-    return (case.group(1) if case else None), re.sub(r"[-+]?\d[\d.e+-]*", "N", line)
-
-
-def test_one_wording_on_both_sides():
-    """Where a planted mistake fails both sides in the same case, do they word it alike (the case
-    and the numbers aside), so the learner reads at grading what the notebook said?"""
-    compared, apart = 0, []
-    for entry in NAMED_MISTAKE:
-        visible, hidden = catalogue.run_visible(entry), catalogue.run_hidden(entry)
-        (v_case, v_line), (h_case, h_line) = _worded(visible), _worded(hidden)
-        if v_case is None or v_case != h_case:
-            continue  # failed in different cases: their sentences name different things
-        compared += 1
-        if v_line != h_line:
-            apart.append(f"{entry.exercise} ({entry.label}):\n  visible: {v_line}\n  hidden:  {h_line}")
-    assert compared >= 20, f"only {compared} failures compared: the test would prove little"
-    assert apart == [], "\n".join(apart)

@@ -159,6 +159,14 @@ def declared_sections() -> dict[str, str]:
     return dict(sorted(found.items(), key=lambda kv: tuple(map(int, kv[0].split(".")))))
 
 
+def declared_by_exercise(constant: str) -> dict:
+    """``{exercise: value}`` of a constant the answers modules may declare next to their
+    ``EXERCISE`` (``NO_SIGNATURE``, ``ALLOWED_OPERATORS``: what tests/test_operator_walk.py reads),
+    over every section: the exercise declares it, no list in the tests keeps it."""
+    return {module.EXERCISE: getattr(module, constant) for package in declared_sections().values()
+            for module in submodules(package) if hasattr(module, constant)}
+
+
 def declared(section: str, solution: dict) -> list[Entry]:
     """Every answer the modules of ``section`` declare, exercises in the notebook's order."""
     modules = submodules(declared_sections()[section])

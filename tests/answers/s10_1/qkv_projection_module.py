@@ -6,6 +6,9 @@ from course.visible.s10_1.qkv_projection_module import K_FROM_W_Q, SWAPPED_LAYER
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "QKVProjection"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'products, views and activations a right answer runs too (F.linear is forbidden by name)'
 
 
 class WithBias(nn.Module):

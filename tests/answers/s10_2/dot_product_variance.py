@@ -7,6 +7,9 @@ import torch
 from tests.answers import bug, right
 
 EXERCISE = "dot_product_variance"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'an experiment: the variance of random dot products, arithmetic'
 #: What the check says when the scaled variance is not about 1.
 NOT_SCALED = r"divided by sqrt\(d_k\) before the variance"
 

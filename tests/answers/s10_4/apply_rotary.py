@@ -20,6 +20,9 @@ from course.visible.s10_4.apply_rotary import (
 from tests.answers import bug, right
 
 EXERCISE = "apply_rotary"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'the formula in float64: arithmetic, as right answers compute it'
 
 def _positions(x, positions):
     return torch.arange(x.shape[-2], device=x.device) if positions is None else positions

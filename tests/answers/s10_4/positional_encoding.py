@@ -12,6 +12,9 @@ from tests.answers import ON_A_FIXED_DEVICE, bug, right
 from tests.answers.s10_4.sinusoidal_positional_encoding import pe_float32
 
 EXERCISE = "PositionalEncoding"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'the formula in float64: arithmetic, as right answers compute it'
 
 class PEFromLoop(nn.Module):
     """A right answer: the table from its own loop, size(1) and unsqueeze, F.dropout."""

@@ -16,6 +16,9 @@ from course.visible.s10_4.sinusoidal_positional_encoding import (
 from tests.answers import bug, right
 
 EXERCISE = "sinusoidal_positional_encoding"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'the formula in float64: arithmetic, as right answers compute it'
 
 def pe_complex(max_len, d_model):
     """Complex exponentials: e^{i pos w} holds cos (real part) and sin (imaginary part)."""

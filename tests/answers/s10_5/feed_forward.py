@@ -11,6 +11,9 @@ from course.visible.s10_5.feed_forward import GELU_ALWAYS, NO_ACTIVATION, RELU_A
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "FeedForward"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'products, views and activations a right answer runs too (F.linear is forbidden by name)'
 
 
 class FFNBase(nn.Module):

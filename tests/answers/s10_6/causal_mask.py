@@ -6,6 +6,9 @@ from course.visible.s10_6.causal_mask import INVERTED, NO_DIAGONAL, UPPER
 from tests.answers import bug, right
 
 EXERCISE = "causal_mask"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'comparisons, triangles and sorts a right answer runs too'
 
 
 def causal_arange(n, device=None):

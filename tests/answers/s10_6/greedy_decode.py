@@ -9,6 +9,10 @@ from tests.answers import ON_A_FIXED_DEVICE, bug, right
 from tests.answers.s10_6 import given
 
 EXERCISE = "greedy_decode"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = ("a decoding loop on a stand-in model: the reference is the contract's ids, checked step by "
+                "step")
 BOS_ = 1
 padding_mask = None  # the notebook's, set by answers()
 PAD = 0  # the notebook's global padding id (its Vocab's <pad>)

@@ -6,6 +6,9 @@ from course.visible.s10_6.padding_mask import INVERTED, PAD_ZERO
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "padding_mask"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'comparisons, triangles and sorts a right answer runs too'
 
 
 def padding_unsqueeze(tokens, pad_id):

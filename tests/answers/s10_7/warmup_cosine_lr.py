@@ -17,6 +17,9 @@ from course.visible.s10_7.warmup_cosine_lr import (
 from tests.answers import bug, right
 
 EXERCISE = "warmup_cosine_lr"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = "numbers in, a number out: the reference's formula is arithmetic"
 
 
 def lr_clamped(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):

@@ -20,6 +20,10 @@ from grader.checks.s10_8.greedy_decode_cached import attend, cached_greedy
 from tests.answers import bug, right
 
 EXERCISE = "greedy_decode_cached"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = ("a decoding loop on a stand-in model: the reference is the contract's ids, checked step by "
+                "step")
 
 
 def _split(x, h):

@@ -17,6 +17,9 @@ from course.visible.s10_8.next_token_probs import (
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "next_token_probs"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'comparisons, triangles and sorts a right answer runs too'
 
 
 def _greedy(logits):

@@ -14,6 +14,10 @@ from course.visible.s10_8.sample import (
 from tests.answers import bug, right
 
 EXERCISE = "sample"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = ("a decoding loop on a stand-in model: the reference is the contract's ids, checked step by "
+                "step")
 
 
 #: The notebook's next_token_probs, called by that name as a notebook's sample would (set by answers()).

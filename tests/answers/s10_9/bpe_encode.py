@@ -5,6 +5,9 @@ from course.visible.s10_9.bpe_encode import FIRST_ONLY, GREEDY, NO_EOW
 from tests.answers import bug, right
 
 EXERCISE = "bpe_encode"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'plain Python: words and merges, no tensor'
 EOW = "</w>"
 
 

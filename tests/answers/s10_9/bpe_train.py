@@ -7,6 +7,9 @@ from course.visible.s10_9.bpe_train import NO_EOW, NO_FREQUENCIES, OVERLAP, STAL
 from tests.answers import bug, right
 
 EXERCISE = "bpe_train"
+#: Why the operator walk finds no door (tests/test_operator_walk.py): the reference runs nothing
+#: its right answers do not.
+NO_SIGNATURE = 'plain Python: words and merges, no tensor'
 EOW = "</w>"
 
 

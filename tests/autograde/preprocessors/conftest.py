@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tests.settings import shared_dir
+
 FILES = Path(__file__).resolve().parent / "files"
 
 
@@ -18,15 +20,28 @@ def read(name: str) -> nbformat.NotebookNode:
 
 
 @pytest.fixture(scope="session")
-def source_gradebook(tmp_path_factory) -> Path:
+def source_gradebook(tmp_path_factory, request) -> Path:
     """A gradebook holding notebook ``source`` of assignment ``ps`` as nbgrader records it
-    (by its SaveCells), made once: nbgrader's migrations take seconds."""
+    (by its SaveCells), made once per run, whatever the pytest-xdist workers: nbgrader's
+    migrations take seconds. Copy it, never write into it."""
+    from filelock import FileLock
+
+    folder = shared_dir(tmp_path_factory, request) / "preprocessors-gradebook"
+    folder.mkdir(exist_ok=True)
+    path = folder / "gradebook.db"
+    with FileLock(str(folder / "made.lock")):
+        if not (folder / "made").exists():
+            _record_source(path)
+            (folder / "made").touch()
+    return path
+
+
+def _record_source(path: Path) -> None:
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveCells
 
     from grader.paths import with_python_tools
 
-    path = tmp_path_factory.mktemp("gradebook") / "gradebook.db"
     saved = os.environ["PATH"]
     os.environ["PATH"] = with_python_tools(dict(os.environ))["PATH"]  # nbgrader runs alembic
     try:
@@ -36,7 +51,6 @@ def source_gradebook(tmp_path_factory) -> Path:
             "db_url": f"sqlite:///{path}", "assignment": "ps", "notebook": "source"}})
     finally:
         os.environ["PATH"] = saved
-    return path
 
 
 @pytest.fixture()
