@@ -66,13 +66,32 @@ def test_a_tier_past_its_budget_fails(monkeypatch, capsys, used, code, want):
     script = _timed_tests()
     readings = iter([5.0, 5.0 + used])
     monkeypatch.setattr(script, "children_cpu", lambda: next(readings))
+    monkeypatch.setattr(script, "calibrate", lambda: script.reference_calibration())  # the reference's speed
     monkeypatch.setattr(script.subprocess, "call", lambda command, cwd: code)  # no pytest started
     assert script.main(["fast", "-m", "not slow"]) == want
     out = capsys.readouterr()
-    assert f"fast tier: {used:.0f} CPU seconds (user + sys), budget {script.budget('fast'):.0f}" in out.out
+    assert f"fast tier: {used:.0f} CPU seconds (user + sys), budget {script.budget('fast'):.0f} " in out.out
     assert ("over its budget" in out.err) == (code == 0 and want == 1)
 
 
 def test_an_unknown_tier_says_which_there_are():
     with pytest.raises(SystemExit, match=r"no \[nightly\] budget; it has \['fast'"):
         _timed_tests().budget("nightly")
+
+
+def test_the_budget_scales_with_the_machines_speed(monkeypatch, capsys):
+    """On a machine that runs the calibration workload 3 times slower than the reference, does a
+    tier that used 2.5 times the reference budget pass, and 3.5 times fail?"""
+    script = _timed_tests()
+    monkeypatch.setattr(script, "calibrate", lambda: 3 * script.reference_calibration())
+    monkeypatch.setattr(script.subprocess, "call", lambda command, cwd: 0)
+    for share, want in ((2.5, 0), (3.5, 1)):
+        readings = iter([0.0, share * script.budget("fast")])
+        monkeypatch.setattr(script, "children_cpu", lambda readings=readings: next(readings))
+        assert script.main(["fast"]) == want
+    assert "x 3.00" in capsys.readouterr().out
+
+
+def test_the_calibration_measures_something():
+    seconds = _timed_tests().calibrate()
+    assert 0.01 < seconds < 30
