@@ -14,6 +14,8 @@ import re
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions
 
+from grader.errors import PublishError
+
 
 def is_prediction_answer(cell) -> bool:
     """Is ``cell`` a prediction's answer cell: a solution cell whose first line is
@@ -47,6 +49,6 @@ def generate_preprocessors() -> list:
     :class:`ClearSolutionsKeepingPredictions`."""
     steps = GenerateAssignment.class_traits()["preprocessors"].default()
     if ClearSolutions not in steps:
-        raise RuntimeError("This nbgrader's generate_assignment has no ClearSolutions step to replace; "
-                           "the course is tested with nbgrader 0.9 (requirements.txt).")
+        raise PublishError("This nbgrader's generate_assignment has no ClearSolutions step to replace; "
+                           "install the nbgrader of requirements.txt (0.9).")
     return [ClearSolutionsKeepingPredictions if step is ClearSolutions else step for step in steps]
