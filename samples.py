@@ -181,13 +181,16 @@ NAME_ERROR = re.compile(r"name '(\w+)' is not defined")
 def not_for_unfinished_exercises(nb: NotebookNode, errors: list[tuple[int, str, str]]) -> list:
     """The errors ``(cell index, name, message)`` of a learner notebook's run that its unfinished
     exercises do not explain: a blank exercise raises NotImplementedError (its test cell says
-    NotAttempted), and a later cell that reads a name the stopped cell would have assigned at
-    its top level (10.7's trained ``model``) fails with that NameError."""
-    undefined = set()
-    for i, ename, _ in errors:
-        if ename in UNFINISHED:
-            for node in ast.parse(as_python(nb.cells[i].source)).body:
-                if isinstance(node, ast.Assign):
-                    undefined |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-    return [e for e in errors if e[1] not in UNFINISHED
-            and not (e[1] == "NameError" and (m := NAME_ERROR.fullmatch(e[2])) and m.group(1) in undefined)]
+    NotAttempted), and a later cell that reads a name a stopped cell would have assigned at its
+    top level (10.7's trained ``model``) fails with that NameError, and so on down the notebook."""
+    undefined, unexplained = set(), []
+    for i, ename, message in sorted(errors):
+        name = (m := NAME_ERROR.fullmatch(message)) and m.group(1)
+        if ename not in UNFINISHED and not (ename == "NameError" and name in undefined):
+            unexplained.append((i, ename, message))
+            continue
+        for node in ast.parse(as_python(nb.cells[i].source)).body:
+            if isinstance(node, ast.Assign):  # `a = ...` and `a, b = ...` alike
+                undefined |= {t.id for target in node.targets for t in ast.walk(target)
+                              if isinstance(t, ast.Name)}
+    return unexplained

@@ -10,6 +10,8 @@ On a machine with CUDA, in under five minutes:
    10.2 and 10.5) with the GPU visible: correct ones get full marks, broken ones lose
    points, the ``device`` column says cuda;
 4. the module benchmark (the course's modules against PyTorch's) on the GPU;
+5. 10.7's GPT trained in float32, under autocast in bfloat16, and in float16 with a gradient
+   scaler (``torch.amp.GradScaler``): the losses agree and stay finite;
 
 then prints a short report (device, torch, tolerances, what passed, times) and writes it
 to ``OUT/gpu-check.md`` and ``OUT/gpu-check.json``. Exit status 1 when something failed.
@@ -22,8 +24,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
+import functools
 import io
 import json
+import math
 import os
 import platform
 import shutil
@@ -266,6 +270,60 @@ def module_benchmark(step: Step, device: str, quick: bool) -> None:
                              for name, r in ratios.items())
 
 
+# ---------------------------------------------------------------- 5. mixed precision
+
+
+def mixed_precision(step: Step, device: str, quick: bool) -> None:
+    """10.7's GPT (the solution) trained the same number of steps, the same seed and batches, in
+    float32, under autocast in bfloat16, and in float16 with a gradient scaler: every loss finite
+    and within 0.1 nats of float32's last one."""
+    import torch
+
+    from course.gpt import gpt2_init, load_sentences, train_lm
+    from course.translation import PAD, Vocab
+    from samples import load_solution_namespace
+
+    notebook = load_solution_namespace("10.7-gpt")
+    sentences = load_sentences("train")
+    vocab = Vocab.from_sentences(sentences)
+    steps = 20 if quick else 200
+    lm_loss, lm_step, lr_at = notebook["lm_loss"], notebook["lm_step"], lambda s: 3e-3
+    scaler = torch.amp.GradScaler(device)
+    step.details = {}
+
+    def float16_step(model, ids, optimizer, scheduler, loss_fn, label_smoothing=0.0):
+        """lm_step in float16: the loss scaled up for backward, the gradients back before clipping."""
+        model.train()
+        with torch.autocast(device, dtype=torch.float16):
+            logits = model(ids[:, :-1])  # (B, n - 1, V)
+        loss = loss_fn(logits.float(), ids[:, 1:], PAD, label_smoothing)
+        optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        scheduler.step()
+        return loss.item()
+
+    runs = {"float32": lm_step, "bfloat16": functools.partial(lm_step, autocast_dtype=torch.bfloat16),
+            "float16 + GradScaler": float16_step}
+    losses = {}
+    for name, train_step in runs.items():
+        torch.manual_seed(0)
+        model = gpt2_init(notebook["GPT"](len(vocab), pad_id=PAD, **notebook["GPT_SIZE"])).to(device)
+        history = train_lm(model, sentences, vocab, lm_loss, lr_at, steps, step=train_step, progress=False)
+        losses[name] = sum(history.losses[-5:]) / 5
+        step.details[name] = {"last_loss": round(losses[name], 4),
+                              "ms_per_step": round(history.seconds / steps * 1e3, 2)}
+    step.details["grad_scale"] = scaler.get_scale()
+    step.ok = step.details["grad_scale"] > 0 and all(
+        math.isfinite(loss) and abs(loss - losses["float32"]) < 0.1 for loss in losses.values())
+    runs_text = ", ".join(f"{name} loss {step.details[name]['last_loss']:.3f} "
+                          f"({step.details[name]['ms_per_step']:.1f} ms a step)" for name in runs)
+    step.summary = f"{steps} steps; {runs_text}; grad scale {step.details['grad_scale']:g}"
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -335,6 +393,8 @@ def main(argv: list[str] | None = None) -> int:
                      lambda s: autograde_class(s, args.device, work / "class", clock, args.quick)),
             run_step(Step(f"module benchmark on {args.device}"),
                      lambda s: module_benchmark(s, args.device, args.quick)),
+            run_step(Step(f"mixed precision: 10.7's GPT in float32, bfloat16 and float16 on {args.device}"),
+                     lambda s: mixed_precision(s, args.device, args.quick)),
         ]
     total = clock.elapsed()
     if total > args.limit:

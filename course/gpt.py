@@ -101,7 +101,9 @@ class History:
     lrs: list[float] = field(default_factory=list)
     val_steps: list[int] = field(default_factory=list)
     val_losses: list[float] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole run, validation included
+    eval_seconds: float = 0.0  # of which the validation passes
+    positions: int = 0  # token positions the steps ran: B x (n - 1) a batch, padding included
 
 
 def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: LossFn,
@@ -128,10 +130,13 @@ def train_lm(model: nn.Module, sentences: Sequence[str], vocab: Vocab, loss_fn: 
                 history.lrs.append(optimizer.param_groups[0]["lr"])
                 loss = step(model, ids.to(device), optimizer, schedule, loss_fn, label_smoothing)
                 history.losses.append(loss)
+                history.positions += ids[:, :-1].numel()  # the step reads ids[:, :-1]
                 done = len(history.losses)
                 if valid is not None and (done % eval_every == 0 or done == steps):
+                    eval_start = time.perf_counter()
                     history.val_steps.append(done)
                     history.val_losses.append(score_model(model, valid, vocab, loss_fn).nats_per_token())
+                    history.eval_seconds += time.perf_counter() - eval_start
                 bar.update()
                 bar.set_postfix(loss=f"{history.losses[-1]:.3f}")
                 if done == steps:

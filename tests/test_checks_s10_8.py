@@ -32,7 +32,7 @@ from tests.answers.s10_8.greedy_decode_cached import reference_greedy
 from tests.check_helpers import assert_records_verify, assert_registered
 
 ASSIGNMENT = "10.8-decoding"
-NAMES = ("greedy_decode_cached", "beam_search", "next_token_probs", "sample")
+NAMES = ("greedy_decode_cached", "beam_search", "next_token_probs", "sample", "grouped_query_attention")
 
 
 @pytest.fixture(autouse=True, scope="module")

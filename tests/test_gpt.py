@@ -178,6 +178,9 @@ def test_training_follows_the_schedule_records_validation_and_learns():
     assert len(history.losses) == len(history.lrs) == 7 and calls == [([0.1, 0.0], 0.2)] * 7
     assert history.lrs == pytest.approx([0.1 / (step + 1) for step in range(7)])
     assert history.val_steps == [3, 6, 7] and not model.training
+    batches = [ids for epoch in range(4) for ids in gpt.lm_batches(SENTENCES, VOCAB, 2, seed=epoch)][:7]
+    assert history.positions == sum(ids[:, :-1].numel() for ids in batches)  # what the 7 steps read
+    assert 0 < history.eval_seconds < history.seconds
     assert history.val_losses[-1] == pytest.approx(
         score_model(model, SENTENCES[:2], VOCAB, cross_entropy).nats_per_token())
     before = history.losses[0]

@@ -67,7 +67,7 @@ def test_every_step_runs_end_to_end_with_cuda_hidden(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     report = json.loads((tmp_path / "gpu-check.json").read_text())
     steps = {s["name"].split(":")[0]: s for s in report["steps"]}
-    assert len(steps) == 4 and all(s["ok"] for s in steps.values()), steps
+    assert len(steps) == 5 and all(s["ok"] for s in steps.values()), steps
     checks = next(s for name, s in steps.items() if name.startswith("hidden checks"))
     count = sum(len(module.EXERCISES) for module in SECTIONS.values())
     assert checks["details"]["record_devices"] == ["cpu"] and checks["details"]["records"] == count
@@ -76,3 +76,5 @@ def test_every_step_runs_end_to_end_with_cuda_hidden(tmp_path):
     graded = next(s for name, s in steps.items() if name.startswith("autograde"))
     assert {r["device"] for r in graded["details"]["rows"]} == {"cpu"}
     assert "PASSED in" in done.stdout and report["facts"]["device"] == "cpu"
+    precision = next(s for name, s in steps.items() if name.startswith("mixed precision"))["details"]
+    assert {"float32", "bfloat16", "float16 + GradScaler"} <= set(precision) and precision["grad_scale"] > 0

@@ -307,6 +307,7 @@ GRADED = {
     "DecoderBlock": ("10.6-encoder-decoder", {"attention"}),
     "Transformer": ("10.6-encoder-decoder", {"attention"}),
     "RMSNorm": ("10.7-gpt", {"normalisation"}),
+    "grouped_query_attention": ("10.8-decoding", {"attention"}),
 }
 
 
