@@ -38,6 +38,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from course.checking.failure import CheckFailure, is_learner_file
 from course.checking.learner import call_learner
+from course.checking.pieces import STANDING_IN
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,8 @@ def watching_shipped_checks() -> Iterator[set[str]]:
         if event == "call":
             code = frame.f_code
             if code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
-                    and frame.f_back is not None and is_learner_file(frame.f_back.f_code.co_filename):
+                    and code not in STANDING_IN and frame.f_back is not None \
+                    and is_learner_file(frame.f_back.f_code.co_filename):
                 hits.add(f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}")
 
     previous = sys.getprofile()

@@ -27,6 +27,7 @@ from course.checking import (
 )
 from course.checking.forbidden import ATTENTION
 from course.checking.masks import case_mask
+from course.checking.pieces import softmax
 
 NO_SCALE = Mistake("no_scale", "attention without the 1/sqrt(d_k) scaling",
                    "The scores QK^T are divided by sqrt(d_k) before the softmax: look for that step.")
@@ -175,6 +176,7 @@ def _scaled(scale_of):
 
 class ScaledDotProductAttention(Exercise):
     forbidden = ATTENTION
+    builds_on = {"softmax": softmax}  # "your softmax or PyTorch's": graded on a stable one
     name = "scaled_dot_product_attention"
     reference_name = "F.scaled_dot_product_attention"
     mistakes = {NO_SCALE: _scaled(lambda p: 1.0), SCALE_DK: _scaled(lambda p: 1 / p["d_k"]),

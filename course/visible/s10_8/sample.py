@@ -10,8 +10,6 @@ learner's own ids (what the model saw, what was drawn, what was appended, when i
 from __future__ import annotations
 
 import contextlib
-import inspect
-from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -29,6 +27,7 @@ from course.checking import (
     randn,
     visible_check,
 )
+from course.checking.pieces import reference_pieces
 
 DRAW = ("Draw each step's tokens for the whole batch with exactly one call of torch.multinomial, one sample "
         "per row, passing the generator you were given.")
@@ -135,19 +134,9 @@ class Draws(TorchFunctionMode):
         return result
 
 
-@contextlib.contextmanager
-def contract_next_token_probs(function) -> Iterator[None]:
+def contract_next_token_probs(function):
     """While checking ``sample``, the ``next_token_probs`` it calls is :func:`untied_probs`."""
-    namespace = getattr(inspect.unwrap(function), "__globals__", {})  # under @torch.no_grad() too
-    if "next_token_probs" not in namespace:
-        yield
-        return
-    own = namespace["next_token_probs"]
-    namespace["next_token_probs"] = untied_probs
-    try:
-        yield
-    finally:
-        namespace["next_token_probs"] = own
+    return reference_pieces(function, {"next_token_probs": untied_probs})
 
 
 def fail(message: str, mistake: Mistake | None = None):
@@ -252,6 +241,7 @@ def check_case(sample, setting, dtype=torch.float32, device="cpu",
 
 class Sample(Exercise):
     name = "sample"
+    builds_on = {"next_token_probs": untied_probs}
     reference_name = "the contract, step by step,"
     visible_cases = [sample_case(s, torch.float32) for s in SETTINGS]
 
