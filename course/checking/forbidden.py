@@ -36,9 +36,9 @@ from pathlib import Path
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from course.checking import pieces
 from course.checking.failure import CheckFailure, is_learner_file
 from course.checking.learner import call_learner
-from course.checking.pieces import STANDING_IN
 
 
 @dataclass(frozen=True)
@@ -233,9 +233,11 @@ def watching_shipped_checks() -> Iterator[set[str]]:
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
-            if code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
-                    and code not in STANDING_IN and frame.f_back is not None \
-                    and is_learner_file(frame.f_back.f_code.co_filename):
+            if code.co_filename == pieces.__file__:  # the references pieces stand for: never learner code's
+                if not pieces.standing_in(frame):
+                    hits.add(f"{pieces.__name__}.{code.co_qualname}")
+            elif code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
+                    and frame.f_back is not None and is_learner_file(frame.f_back.f_code.co_filename):
                 hits.add(f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}")
 
     previous = sys.getprofile()

@@ -16,7 +16,7 @@ from course.visible.s10_2.scaled_dot_product_attention import (
     SCALE_N,
     SOFTMAX_QUERIES,
 )
-from tests.answers import bug, right
+from tests.answers import bug, right, with_pieces
 from tests.answers.s10_2.softmax import softmax_logsumexp, softmax_naive
 
 EXERCISE = "scaled_dot_product_attention"
@@ -87,6 +87,8 @@ def answers(solution):
         right("attention_einsum", attention_einsum),
         right("attention_minus_1e9", attention_minus_1e9),
         right("attention_lowest", attention_lowest),
+        right("the solution, the notebook's softmax without its max subtracted (d2l's): softmax's mistake",
+              with_pieces(solution["scaled_dot_product_attention"], softmax=softmax_naive)),
         bug("no scaling", attention(scale=lambda Q, V: 1.0), hidden=r"without the 1/sqrt\(d_k\) scaling",
             mistake=NO_SCALE),
         bug("scale d_k", attention(scale=lambda Q, V: Q.shape[-1]), hidden="scaling by d_k instead of sqrt",
