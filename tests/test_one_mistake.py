@@ -10,6 +10,7 @@ from functools import cache
 import pytest
 
 from course import progress
+from course.checking import NotAttempted, call_learner
 from grader.checks.exercise import gather_exercises
 from samples import load_solution_namespace, run_visible_test
 from tests.answers import assignment_of, declared, declared_sections
@@ -54,3 +55,16 @@ def test_a_wrong_piece_costs_only_its_own_exercise(section, piece, exercise, wro
         run_visible_test(assignment_of(section), exercise, impl)
     finally:
         space[piece] = own
+
+
+def test_not_attempted_names_the_cell_that_raises():
+    """A check whose exercise calls another learner cell that still raises names that cell."""
+    space: dict = {}
+    exec("def DecoderBlock():\n    raise NotImplementedError()\n\n"  # noqa: S102 - two notebook cells
+         "def Transformer():\n    return DecoderBlock()\n", space)
+    with pytest.raises(NotAttempted) as caught:
+        call_learner("Transformer", "a case", space["Transformer"])
+    assert "Transformer cannot be checked yet: it calls DecoderBlock, which is not written yet" \
+        in str(caught.value)
+    with pytest.raises(NotAttempted, match="^DecoderBlock is not written yet"):
+        call_learner("DecoderBlock", "a case", space["DecoderBlock"])
