@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from course.visible.s10_2.scaled_dot_product_attention import (
     FILL_FINITE,
+    FLOAT32_INSIDE,
     MASK_AFTER_SOFTMAX,
     MASK_INVERTED,
     MASK_ZERO,
@@ -62,6 +63,15 @@ def attention(scale=None, dim=-1, fill=float("-inf"), invert=False, after=False,
     return attend
 
 
+def attention_in_float32(Q, K, V, mask=None):
+    """CS336-style: the scores and softmax in float32, cast back to the inputs' dtype."""
+    scores = (Q.float() @ K.float().transpose(-2, -1)) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ V.float()).to(Q.dtype), weights.to(Q.dtype)
+
+
 def attention_calls_reference(Q, K, V, mask=None):
     weights = attention()(Q, K, V, mask)[1]
     return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), weights
@@ -101,6 +111,8 @@ def answers(solution):
         bug("masked scores 0", attention(fill=0.0), hidden="masked scores set to 0", mistake=MASK_ZERO),
         bug("masked scores -1e4", attention(fill=-1e4), hidden="finite number", mistake=FILL_FINITE),
         bug("naive softmax", attention(softmax=softmax_naive), hidden="inf or NaN"),
+        bug("computed in float32, cast back (CS336's)", attention_in_float32, hidden="float32 rounding only",
+            mistake=FLOAT32_INSIDE),
         bug("calls F.scaled_dot_product_attention", attention_calls_reference,
             hidden="No credit.*scaled_dot_product_attention"),
         bug("fixed device", attention_fixed_device, hidden="fixed device|device"),
