@@ -148,9 +148,14 @@ def expect_layout(module: nn.Module, d_model: int) -> None:
         raise CheckFailure(f"RMSNorm should have exactly one parameter, weight, but has "
                            f"{', '.join(sorted(params)) or 'none'}. {HOW}")
     weight = params["weight"]
-    if tuple(weight.shape) != (d_model,) or not bool((weight == 1).all()):
+    if tuple(weight.shape) != (d_model,):
         raise CheckFailure(f"RMSNorm({d_model}).weight should start as ones of shape ({d_model},), as "
                            f"nn.RMSNorm's; it has shape {tuple(weight.shape)}. {HOW}")
+    if not bool((weight == 1).all()):
+        other = float(weight[weight != 1][0])
+        start = "zeros" if not bool(weight.any()) else f"values other than 1 (such as {other:.3g})"
+        raise CheckFailure(f"RMSNorm({d_model}).weight should start as ones, as nn.RMSNorm's; it starts as "
+                           f"{start}. {HOW}")
 
 
 def expect_close_in_half(got, want, where: str) -> None:

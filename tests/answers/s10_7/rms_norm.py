@@ -115,6 +115,12 @@ class RandomStart(Divide):
         self.weight = nn.Parameter(torch.randn(d_model))
 
 
+class ZeroStart(Divide):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps)
+        self.weight = nn.Parameter(torch.zeros(d_model))
+
+
 class InFloat32(Base):
     def forward(self, x):
         x = x.float()
@@ -169,7 +175,8 @@ def answers(solution):
         bug("F.group_norm of one group of [x, -x]", ByGroupNorm, hidden="No credit.*group_norm"),
         bug("F.layer_norm of [x, -x]", ByLayerNorm, hidden="No credit.*layer_norm"),
         bug("with a bias", WithBias, hidden="bias"),
-        bug("weight starts random", RandomStart, hidden="start as ones"),
+        bug("weight starts random", RandomStart, hidden="start as ones.*values other than 1"),
+        bug("weight starts at zeros", ZeroStart, hidden="start as ones.*starts as zeros"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),
         bug("float32 inside, cast back", Float32Inside, hidden="float32 rounding", mistake=FLOAT32_INSIDE),
         bug("half precision upcast, never cast back", HalfUpcastNotCastBack, hidden="bfloat16.*dtype of x",
