@@ -34,6 +34,8 @@ DRAW = ("Draw each step's tokens for the whole batch with exactly one call of to
 NOT_SEEDED = Mistake("not_seeded", "tokens drawn without the generator passed in (torch's global random "
                      "numbers)", DRAW)
 SEVERAL_DRAWS = Mistake("several_draws", "more (or fewer) than one torch.multinomial call per step", DRAW)
+SEVERAL_SAMPLES = Mistake("several_samples", "torch.multinomial asked for more than one sample per row",
+                          DRAW + " num_samples=1: the first of several draws is not the draw of one.")
 NOT_TRUNCATED = Mistake("not_truncated", "the whole sequence fed to the model, longer than its max_len",
                         "Feed the model at most its max_len last tokens; a GPT's max_len is the number "
                         "of its position embeddings.")
@@ -170,9 +172,13 @@ def run_learner(sample, model, prompt, options, seed, device, where: str,
         fail(f"sample's ids should start with the prompt in {where}: the first {n0} tokens of each row "
              "are not the prompt's.", mistake)
     steps = out.shape[1] - n0
-    if len(draws.calls) != steps or any(samples != 1 for samples, _ in draws.calls):
+    if len(draws.calls) != steps:
         fail(f"sample made {len(draws.calls)} torch.multinomial call(s) for {steps} new token(s) per row in "
              f"{where}.", SEVERAL_DRAWS)
+    several = sorted({samples for samples, _ in draws.calls if samples != 1})
+    if several:
+        fail(f"sample called torch.multinomial with num_samples={several[0]} in {where}: one call per step, "
+             "as it should, but more than one sample per row.", SEVERAL_SAMPLES)
     return out, draws
 
 
