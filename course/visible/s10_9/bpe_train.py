@@ -131,24 +131,34 @@ def from_tensor(tensor: torch.Tensor):
 
 
 def expect_merges(result, where: str) -> list[list[str]]:
-    """The merges as lists [a, b] of two strings, or a failure that says what came back."""
-    shape = f"{NAME} should return a list of pairs (a, b) of strings, in the order they were merged"
-    if not isinstance(result, (list, tuple)):
+    """The merges (a list of tuples (a, b) of two strings) as lists [a, b], or a failure that says what came
+    back."""
+    shape = f"{NAME} should return a list of tuples (a, b) of two strings, in the order they were merged"
+    if not isinstance(result, list):
         raise CheckFailure(f"{shape}, but returned a {type(result).__name__} in {where}.")
     merges = []
     for k, pair in enumerate(result):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair):
+            raise CheckFailure(f"{shape}; merge {k + 1} is the list {pair!r} in {where}: make each merge a "
+                               f"tuple, {tuple(pair)!r} (merges are looked up in sets and dicts, where a "
+                               "list cannot go).")
+        if not isinstance(pair, tuple) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
             raise CheckFailure(f"{shape}; merge {k + 1} is {pair!r} in {where}: a merge is the pair of "
                                "symbols it joins, such as ('e', 's'), not the new symbol.")
         merges.append([pair[0], pair[1]])
     return merges
 
 
+def shown(item) -> str:
+    """A merge as the tuple it is, a token as the string it is."""
+    return repr(item if isinstance(item, str) else tuple(item))
+
+
 def first_difference(got: Sequence, want: Sequence, what: str) -> str:
-    """Where two lists first differ, in words (1-based)."""
+    """Where two lists (of merges, or of tokens) first differ, in words (1-based)."""
     for k, (mine, theirs) in enumerate(zip(got, want)):
         if mine != theirs:
-            return f"{what} {k + 1} is {tuple(mine)!r} where the contract's is {tuple(theirs)!r}" + (
+            return f"{what} {k + 1} is {shown(mine)} where the contract's is {shown(theirs)}" + (
                 f" (the first {k} agree)" if k else "")
     return (f"it returned {len(got)} {what}s where the contract makes {len(want)} (the first "
             f"{min(len(got), len(want))} agree)")

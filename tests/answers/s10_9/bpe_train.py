@@ -118,6 +118,8 @@ def sorts_words(words, num_merges):
 def answers(solution):
     return [
         right("solution", solution["bpe_train"]),
+        bug("merges as lists [a, b]", lambda words, n: [list(m) for m in solution["bpe_train"](words, n)],
+            hidden=r"merge 1 is the list \['.*'\].*make each merge a tuple"),
         right("incremental pair counts", incremental),
         right("full recount, sorted", recount_sorted),
         bug("ties: the least pair", lambda w, k: counting(w, k, least=True),
