@@ -3,7 +3,8 @@ recount with sorted), and planted bugs, each a learner's way of making one known
 
 from collections import Counter, defaultdict
 
-from course.visible.s10_9.bpe_train import NO_EOW, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES
+from course.visible.s10_9.bpe_train import EOW_GLUED, NO_EOW, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES
+from grader.checks.s10_9.bpe_train import reference_train
 from tests.answers import bug, right
 
 EXERCISE = "bpe_train"
@@ -122,6 +123,8 @@ def answers(solution):
             hidden=r"merge 1 is the list \['.*'\].*make each merge a tuple"),
         right("incremental pair counts", incremental),
         right("full recount, sorted", recount_sorted),
+        bug("</w> glued to the last letter (subword-nmt's learn_bpe)",
+            lambda w, k: [tuple(m) for m in reference_train(w, k, eow="glued")], mistake=EOW_GLUED),
         bug("ties: the least pair", lambda w, k: counting(w, k, least=True),
             hidden=r"broken another way",
             mistake=TIES),
