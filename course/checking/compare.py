@@ -73,16 +73,16 @@ def describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
 FLOAT32_LEVEL = 1e-5
 
 
-def _within(got: torch.Tensor, want: torch.Tensor) -> bool:
-    return bool((got.double() - want).abs().max() <= FLOAT32_LEVEL * want.abs().max())
+def _within(got: torch.Tensor, want: torch.Tensor, level: float) -> bool:
+    return bool((got.double() - want).abs().max() <= level * want.abs().max())
 
 
-def float32_inside(got: dict, want: dict) -> bool:
+def float32_inside(got: dict, want: dict, level: float = FLOAT32_LEVEL) -> bool:
     """Do float64 outputs ``got`` differ from ``want`` by float32 rounding only (computed in float32)?"""
     if not want or any(w.dtype != torch.float64 for w in want.values()) or set(got) != set(want):
         return False
     rtol, atol = tolerance(torch.float64)
     if all(close(got[k], w, rtol, atol) for k, w in want.items()):
         return False
-    return all(got[k].shape == w.shape and got[k].dtype == torch.float64 and _within(got[k], w)
+    return all(got[k].shape == w.shape and got[k].dtype == torch.float64 and _within(got[k], w, level)
                for k, w in want.items())

@@ -10,6 +10,7 @@ from course.visible.s10_7.rms_norm import (
     FLOAT32_RESULT,
     LAYER_NORM,
     MEAN_OVER_ALL,
+    NO_EPS,
     NO_SQRT,
     NO_WEIGHT,
     SUM_SQUARES,
@@ -31,6 +32,13 @@ class Divide(Base):
 
     def forward(self, x):
         return self.weight * x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.eps)
+
+
+class XTransformers(Base):
+    """x-transformers' RMSNorm: F.normalize (no eps under the root) times sqrt(d_model)."""
+
+    def forward(self, x):
+        return F.normalize(x, dim=-1) * x.shape[-1] ** 0.5 * self.weight
 
 
 class FromNorm(Base):
@@ -168,6 +176,7 @@ def answers(solution):
         bug("LayerNorm (mean removed)", LayerNormLike, hidden="differs", mistake=LAYER_NORM),
         bug("eps outside the sqrt", EpsOutside, mistake=EPS_OUTSIDE),
         bug("no sqrt", NoSqrt, mistake=NO_SQRT),
+        bug("no eps (x-transformers')", XTransformers, mistake=NO_EPS),
         bug("sum of squares", SumOfSquares, mistake=SUM_SQUARES),
         bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
         bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
