@@ -206,6 +206,12 @@ class ScaledDotProductAttention(Exercise):
         large = "scale" in case.params or "shift" in case.params
         if large and not all(torch.isfinite(t).all() for t in got.values()):
             raise overflowed(str(case))
+        other = sorted({str(t.dtype).removeprefix("torch.") for k, t in got.items() if k in NAMES
+                        and t.dtype != case.dtype})
+        if other:
+            raise CheckFailure(f"{self.name} returns {', '.join(other)} for inputs of "
+                               f"{str(case.dtype).removeprefix('torch.')} in {case}: output and weights keep "
+                               "the dtype of Q, K and V (no .float() or .double() inside).")
         if float32_inside(got, self.expected(case, device)):
             raise CheckFailure(f"{self.name} differs from {self.reference_name} in {case} by float32 "
                                f"rounding only (Q, K and V are float64 there).\n{FLOAT32_INSIDE.sentence()}",

@@ -72,6 +72,11 @@ def attention_in_float32(Q, K, V, mask=None):
     return (weights @ V.float()).to(Q.dtype), weights.to(Q.dtype)
 
 
+def attention_in_float64(Q, K, V, mask=None):
+    """Everything cast to float64, and returned so: float32 inputs get float64 results."""
+    return attention()(Q.double(), K.double(), V.double(), mask)
+
+
 def attention_calls_reference(Q, K, V, mask=None):
     weights = attention()(Q, K, V, mask)[1]
     return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), weights
@@ -113,6 +118,8 @@ def answers(solution):
         bug("naive softmax", attention(softmax=softmax_naive), hidden="inf or NaN"),
         bug("computed in float32, cast back (CS336's)", attention_in_float32, hidden="float32 rounding only",
             mistake=FLOAT32_INSIDE),
+        bug("computed and returned in float64", attention_in_float64,
+            hidden="returns float64 for inputs of float32"),
         bug("calls F.scaled_dot_product_attention", attention_calls_reference,
             hidden="No credit.*scaled_dot_product_attention"),
         bug("fixed device", attention_fixed_device, hidden="fixed device|device"),
