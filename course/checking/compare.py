@@ -66,3 +66,23 @@ def describe_difference(got: torch.Tensor, expected: torch.Tensor) -> str:
     error = (got - expected).abs()
     index = tuple(int(i) for i in torch.nonzero(error == error.max())[0])
     return f"the largest difference is {error.max().item():.3g}, at index {index}"
+
+
+#: A float64 result off by at most this share of its largest entry was computed in float32 in part
+#: (float32 rounding is about 1e-7 of it, 1e-6 after a block's sums; every known mistake much more).
+FLOAT32_LEVEL = 1e-5
+
+
+def _within(got: torch.Tensor, want: torch.Tensor, level: float) -> bool:
+    return bool((got.double() - want).abs().max() <= level * want.abs().max())
+
+
+def float32_inside(got: dict, want: dict, level: float = FLOAT32_LEVEL) -> bool:
+    """Do float64 outputs ``got`` differ from ``want`` by float32 rounding only (computed in float32)?"""
+    if not want or any(w.dtype != torch.float64 for w in want.values()) or set(got) != set(want):
+        return False
+    rtol, atol = tolerance(torch.float64)
+    if all(close(got[k], w, rtol, atol) for k, w in want.items()):
+        return False
+    return all(got[k].shape == w.shape and got[k].dtype == torch.float64 and _within(got[k], w, level)
+               for k, w in want.items())

@@ -14,7 +14,9 @@ Code that places its tensors (``device=x.device``) never touches 'meta' in the s
 right answer pays nothing. A tensor on 'meta' moved to a device given by a tensor or a
 ``torch.device`` (``t.to(x.device)``, ``t.to(x)``, ``t.type_as(x)``, ``y.copy_(t)``) is where the
 code puts it on a GPU too: it comes back as a stand-in of zeros on that device, and the run goes
-on (its values are not looked at: only a device mismatch counts).
+on (its values are not looked at: only a device mismatch counts). So does a value read from a tensor
+on 'meta' (``bool(finished.all())``, ``.item()``, ``.tolist()``): zeros, so that the run reaches the
+step where the tensor meets the inputs (``finished |= word == eos_id``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ WITHOUT_DEVICE_PROBE: dict[str, str] = {
 }
 
 
+#: Reads of a tensor's values: on a tensor on 'meta', those of a stand-in of zeros.
+READS = frozenset(f"torch.Tensor.{name}" for name in ("__bool__", "item", "tolist", "__int__", "__float__",
+                                                     "__index__"))
 #: Moves to a device given by a tensor or a ``torch.device``: a tensor on 'meta' becomes a stand-in.
 MOVES = frozenset(f"torch.Tensor.{name}" for name in ("to", "type_as", "copy_"))
 
@@ -86,6 +91,8 @@ class UnplacedOnMeta(TorchFunctionMode):
         kwargs = kwargs or {}
         name = resolve_name(func) or ""
         moved = args[1:2] if name == "torch.Tensor.copy_" else args[:1]  # copy_: into a real tensor
+        if name in READS and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            return func(_stand_in(args[0]), *args[1:], **kwargs)
         if _moves_to_a_device(name, args, kwargs) and any(
                 isinstance(a, torch.Tensor) and a.is_meta for a in moved) and not (
                 name == "torch.Tensor.copy_" and args[0].is_meta):

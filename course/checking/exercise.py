@@ -31,6 +31,7 @@ from course.checking.failure import CheckFailure
 from course.checking.forbidden import NOTHING, Forbidden, call_guarded
 from course.checking.mistakes import Mistake
 from course.checking.outputs import Outputs, compare_outputs, generator, randn
+from course.checking.pieces import reference_pieces
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,9 @@ class Exercise:
     visible_cases: Sequence[Case] = ()
     #: What learner code may not call: the reference it is graded against.
     forbidden: Forbidden = NOTHING
+    #: The earlier exercises learner code may call, each with the reference it stands for while this one
+    #: is checked (:mod:`course.checking.pieces`): a mistake in a piece costs the piece's exercise only.
+    builds_on: Mapping[str, Callable] = {}
     #: Does learner code take tensors (a prediction's answer is a value: no device to follow)?
     takes_tensors = True
     #: True during the device probe's run on the CPU: learner code makes its unplaced tensors on 'meta'.
@@ -147,10 +151,15 @@ class Exercise:
         """Every case against the reference, the extra checks, then the device probe: the visible
         check."""
         device = torch.device(device)
-        for case in self.cases():
-            self.evaluate(case, self.run(impl, case, device), device)
-        self.extra_checks(impl, device)
-        self.probe_devices(impl)
+        with self.on_reference_pieces(impl):
+            for case in self.cases():
+                self.evaluate(case, self.run(impl, case, device), device)
+            self.extra_checks(impl, device)
+            self.probe_devices(impl)
+
+    def on_reference_pieces(self, impl):
+        """The context a check runs in: the pieces of :attr:`builds_on` are the references."""
+        return reference_pieces(impl, self.builds_on)
 
 
 def seeded_parameters(shapes: Mapping[str, Sequence[int]], case: Case,

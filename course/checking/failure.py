@@ -47,11 +47,16 @@ class CheckFailure(AssertionError):
 
 
 class NotAttempted(CheckFailure):
-    """The exercise still raises NotImplementedError: one line, no traceback."""
+    """The exercise, or learner code it calls (``raised_in``: another exercise's cell), still raises
+    NotImplementedError: one line, no traceback."""
 
-    def __init__(self, exercise: str):
-        super().__init__(f"{exercise} is not written yet: fill in its cell above, run it, then run this "
-                         "check again.")
+    def __init__(self, exercise: str, raised_in: str | None = None):
+        if raised_in and raised_in != exercise:
+            super().__init__(f"{exercise} cannot be checked yet: it calls {raised_in}, which is not written "
+                             f"yet. Fill in {raised_in}'s cell, run it, then run this check again.")
+        else:
+            super().__init__(f"{exercise} is not written yet: fill in its cell above, run it, then run this "
+                             "check again.")
         self.exercise = exercise
 
     def lines(self) -> list[str]:
@@ -61,6 +66,12 @@ class NotAttempted(CheckFailure):
 def is_learner_file(filename: str) -> bool:
     """Is code of this file the learner's (a notebook cell), not the course's, PyTorch's or Python's?"""
     return not any(part in filename for part in _NOT_LEARNER)
+
+
+def raising_definition(error: BaseException) -> str | None:
+    """The learner's function or class (its top-level name) whose code raised ``error``, if any."""
+    frames = [f for f in traceback.walk_tb(error.__traceback__) if is_learner_file(f[0].f_code.co_filename)]
+    return frames[-1][0].f_code.co_qualname.split(".")[0] if frames else None
 
 
 def _learner_frame(error: BaseException | None) -> str | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 from torch.overrides import TorchFunctionMode, resolve_name
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from course.checking import pieces
 from course.checking.failure import CheckFailure, is_learner_file
 from course.checking.learner import call_learner
 
@@ -64,14 +65,16 @@ class Forbidden:
     functions: frozenset[str] = frozenset()  # also what the source scan looks for (autograde.cells)
     operators: tuple[tuple[str, str], ...] = ()  # (operator, what the learner called)
     families: tuple[Family, ...] = ()
+    python: tuple[tuple[object, str], ...] = ()  # (code object, its name): Python functions of PyTorch's
 
     def __or__(self, other: Forbidden) -> Forbidden:
         return Forbidden(self.functions | other.functions,
                          tuple(dict([*self.operators, *other.operators]).items()),
-                         tuple(dict.fromkeys([*self.families, *other.families])))
+                         tuple(dict.fromkeys([*self.families, *other.families])),
+                         tuple(dict([*self.python, *other.python]).items()))
 
     def __bool__(self) -> bool:
-        return bool(self.functions or self.operators or self.families)
+        return bool(self.functions or self.operators or self.families or self.python)
 
     def operator_hit(self, name: str) -> str | None:
         """The hit to report if operator ``name`` (``aten._softmax``) runs, else None."""
@@ -149,6 +152,21 @@ MULTIHEAD = forbid(
 LINEAR = forbid({"torch.nn.functional.linear", "aten.linear"})
 
 
+def _causal_mask_functions() -> tuple[tuple[object, str], ...]:
+    from torch import nn
+    from torch.nn.modules import transformer
+
+    label = "nn.Transformer.generate_square_subsequent_mask"
+    found = [nn.Transformer.generate_square_subsequent_mask,
+             getattr(transformer, "_generate_square_subsequent_mask", None)]
+    return tuple((f.__code__, label) for f in found if f is not None)
+
+
+#: 10.6's causal_mask: PyTorch's mask it is checked against (a Python function, no operator of its own).
+CAUSAL_MASK = Forbidden(frozenset({"torch.nn.Transformer.generate_square_subsequent_mask"}),
+                        python=_causal_mask_functions())
+
+
 def function_name(func) -> str:
     """A torch function's dotted name, overloads dropped: ``aten._softmax``, ``torch._softmax``."""
     name = resolve_name(func)
@@ -223,16 +241,24 @@ SHIPPED_CHECKS = tuple(str(Path(__file__).resolve().parents[1] / part)
 
 
 @contextlib.contextmanager
-def watching_shipped_checks() -> Iterator[set[str]]:
+def watching_shipped_checks(python: Forbidden = NOTHING, python_hits: set[str] | None = None
+                            ) -> Iterator[set[str]]:
     """Run the block noting every module-level function of the shipped checking code that learner
     code calls itself (``contract_lr``, ``formula``); methods of the stand-in models the checks hand
-    to learner code, and what the checks call themselves, are not noted."""
+    to learner code, and what the checks call themselves, are not noted. Calls of the Python
+    functions ``python`` forbids go to ``python_hits``."""
     hits: set[str] = set()
+    forbidden_code = dict(python.python)
 
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
-            if code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
+            if code in forbidden_code and python_hits is not None:
+                python_hits.add(forbidden_code[code])
+            elif code.co_filename == pieces.__file__:  # the references pieces stand for: never learner code's
+                if not pieces.standing_in(frame):
+                    hits.add(f"{pieces.__name__}.{code.co_qualname}")
+            elif code.co_filename.startswith(SHIPPED_CHECKS) and "." not in code.co_qualname \
                     and frame.f_back is not None and is_learner_file(frame.f_back.f_code.co_filename):
                 hits.add(f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}")
 
@@ -296,7 +322,7 @@ def call_guarded(exercise: str, forbidden: Forbidden, where: str, fn, *args, **k
     """Call learner code under the tripwires: its exceptions become CheckFailures
     (:func:`~course.checking.learner.call_learner`), a call to the reference (PyTorch's, or the
     shipped checking code's) a :class:`ForbiddenCall`, worded here for both sides."""
-    with watching(forbidden) as hits, watching_shipped_checks() as shipped:
+    with watching(forbidden) as hits, watching_shipped_checks(forbidden, hits) as shipped:
         result = call_learner(exercise, where, fn, *args, **kwargs)
     if shipped:
         raise ForbiddenCall(shipped_call_message(exercise, shipped), shipped)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from course.checking.failure import CheckFailure, NotAttempted, explain_exception
+from course.checking.failure import CheckFailure, NotAttempted, explain_exception, raising_definition
 
 
 def call_learner(what: str, where: str, function: Callable, *args, **kwargs):
@@ -16,8 +16,8 @@ def call_learner(what: str, where: str, function: Callable, *args, **kwargs):
         return function(*args, **kwargs)
     except CheckFailure:
         raise
-    except NotImplementedError:
-        raise NotAttempted(what.split(".")[0].split("(")[0]) from None
+    except NotImplementedError as error:
+        raise NotAttempted(what.split(".")[0].split("(")[0], raising_definition(error)) from None
     except Exception as error:  # noqa: BLE001 - any learner error becomes a message
         raise CheckFailure(explain_exception(what, error, where)) from error
 
@@ -60,8 +60,8 @@ def expect_value_error(what: str, call: Callable[[], object], situation: str) ->
         call()
     except ValueError:
         return
-    except NotImplementedError:
-        raise NotAttempted(what.split(".")[0].split("(")[0]) from None
+    except NotImplementedError as error:
+        raise NotAttempted(what.split(".")[0].split("(")[0], raising_definition(error)) from None
     except Exception as error:  # noqa: BLE001 - learner code
         raise CheckFailure(f"{what} should raise ValueError {situation}, but raised "
                            f"{type(error).__name__}: {error}") from None

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from course.checking.failure import WIDTH, CheckFailure, NotAttempted
+from course.checking.failure import WIDTH, CheckFailure, NotAttempted, raising_definition
 from course.checking.outputs import single_thread
 from course.checking.records import save_outcome
 
@@ -34,8 +34,8 @@ def visible_check(check: Callable) -> Callable:
         try:
             with single_thread(), torch.enable_grad():
                 result = check(*args, **kwargs)
-        except NotImplementedError:
-            failure = NotAttempted(exercise)
+        except NotImplementedError as error:
+            failure = NotAttempted(exercise, raising_definition(error))
             save_outcome(exercise, "visible", failure)
             raise failure from None
         except CheckFailure as failure:

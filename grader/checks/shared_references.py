@@ -12,6 +12,7 @@ import math
 import torch
 
 from course.checking.masks import case_mask  # noqa: F401 - both sides' masks, the checks' name
+from course.checking.pieces import merge_heads, split_heads
 
 F64 = torch.float64
 
@@ -29,14 +30,8 @@ def attention_weights(Q, K, mask, scale: float | None = None, fill=float("-inf")
 # ---------------------------------------------------------------- heads
 
 
-def reference_split(x: torch.Tensor, h: int) -> torch.Tensor:
-    B, n, d = x.shape  # batch, sequence, d_model
-    return x.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d_h)
-
-
-def reference_merge(x: torch.Tensor) -> torch.Tensor:
-    B, h, n, d_h = x.shape
-    return x.transpose(1, 2).reshape(B, n, h * d_h)  # (B, n, d_model)
+reference_split = split_heads  # (B, n, d) -> (B, h, n, d_h): the one copy, in course.checking.pieces
+reference_merge = merge_heads  # (B, h, n, d_h) -> (B, n, d_model)
 
 
 # ---------------------------------------------------------------- the sinusoidal positional table

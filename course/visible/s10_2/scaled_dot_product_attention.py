@@ -25,8 +25,10 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
+from course.checking.compare import float32_inside
 from course.checking.forbidden import ATTENTION
 from course.checking.masks import case_mask
+from course.checking.pieces import softmax
 
 NO_SCALE = Mistake("no_scale", "attention without the 1/sqrt(d_k) scaling",
                    "The scores QK^T are divided by sqrt(d_k) before the softmax: look for that step.")
@@ -49,9 +51,14 @@ MASK_ZERO = Mistake("mask_zero", "masked scores set to 0 instead of -inf",
                     "A blocked score of 0 still gets the weight exp(0) / (sum of the row), more than 0: "
                     "a blocked pair needs a score whose exponential is exactly 0.")
 FILL_FINITE = Mistake("mask_fill_finite", "blocked scores filled with a finite number such as -1e4",
-                      "A blocked pair gets weight exactly 0 whatever the other scores are: fill with "
-                      "float('-inf') (or torch.finfo(scores.dtype).min), not with a number a score can "
-                      "fall below.")
+                      "A blocked pair gets weight exactly 0 for any allowed scores above -1e8 (the checks "
+                      "try rows near -1.25e5): fill with float('-inf') (or torch.finfo(scores.dtype).min, "
+                      "or -1e9), not with a number the scores can fall below.")
+FLOAT32_INSIDE = Mistake(
+    "float32_inside", "attention computed in float32 for float64 inputs (cast with .float(), or float32 "
+    "tensors made inside), then cast back: the results have float32's precision",
+    "Compute in the dtype of Q, K and V: float64 inputs give float64 results at float64's precision. Look "
+    "for .float(), .to(torch.float32) or dtype=torch.float32 in the function.")
 #: The finite fill published code often uses, and what a case's allowed scores sit far below.
 FINITE_FILL = -1e4
 
@@ -175,6 +182,7 @@ def _scaled(scale_of):
 
 class ScaledDotProductAttention(Exercise):
     forbidden = ATTENTION
+    builds_on = {"softmax": softmax}  # "your softmax or PyTorch's": graded on a stable one
     name = "scaled_dot_product_attention"
     reference_name = "F.scaled_dot_product_attention"
     mistakes = {NO_SCALE: _scaled(lambda p: 1.0), SCALE_DK: _scaled(lambda p: 1 / p["d_k"]),
@@ -198,6 +206,16 @@ class ScaledDotProductAttention(Exercise):
         large = "scale" in case.params or "shift" in case.params
         if large and not all(torch.isfinite(t).all() for t in got.values()):
             raise overflowed(str(case))
+        other = sorted({str(t.dtype).removeprefix("torch.") for k, t in got.items() if k in NAMES
+                        and t.dtype != case.dtype})
+        if other:
+            raise CheckFailure(f"{self.name} returns {', '.join(other)} for inputs of "
+                               f"{str(case.dtype).removeprefix('torch.')} in {case}: output and weights keep "
+                               "the dtype of Q, K and V (no .float() or .double() inside).")
+        if float32_inside(got, self.expected(case, device)):
+            raise CheckFailure(f"{self.name} differs from {self.reference_name} in {case} by float32 "
+                               f"rounding only (Q, K and V are float64 there).\n{FLOAT32_INSIDE.sentence()}",
+                               FLOAT32_INSIDE)
         super().evaluate(case, got, device)
 
 

@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from course.checking import Case, CheckFailure, Exercise, Mistake, expect_tensor, passed, visible_check
+from course.checking.forbidden import CAUSAL_MASK
 from course.checking.standins import expect_bool_mask
 
 NO_DIAGONAL = Mistake("no_diagonal", "a mask without its diagonal (tril(diagonal=-1))",
@@ -31,6 +32,7 @@ def _as_float(mask: torch.Tensor) -> dict:
 
 
 class CausalMask(Exercise):
+    forbidden = CAUSAL_MASK
     name = "causal_mask"
     reference_name = "nn.Transformer.generate_square_subsequent_mask(n) == 0"
     mistakes = {m: (lambda case, device, wrong=wrong: _as_float(wrong(case.params["n"]).to(device)))

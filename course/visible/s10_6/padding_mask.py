@@ -19,8 +19,21 @@ INVERTED = Mistake("inverted", "the padding mask inverted (True at the padding)"
                    "True means *may attend*: True at the real tokens, False where the id is pad_id.")
 PAD_ZERO = Mistake("pad_zero", "a mask that ignores pad_id and treats id 0 as the padding",
                    "Compare with the pad_id argument, not with 0.")
+FROM_LENGTHS = Mistake("from_lengths", "a mask built from each sentence's length (its first k positions), "
+                       "which assumes the padding comes last",
+                       "Mark each position by its own token: True where tokens != pad_id, wherever the "
+                       "padding sits.")
+
+
+def _first_k(tokens: torch.Tensor, pad: int) -> torch.Tensor:
+    """The first (number of real tokens) positions of each row: (B, n)."""
+    lengths = (tokens != pad).sum(dim=1)  # (B,)
+    return torch.arange(tokens.shape[1], device=tokens.device)[None, :] < lengths[:, None]
+
+
 #: Each mistake as a (B, n) mask of token ids and pad_id.
-WRONG = {INVERTED: lambda tokens, pad: tokens == pad, PAD_ZERO: lambda tokens, pad: tokens != 0}
+WRONG = {INVERTED: lambda tokens, pad: tokens == pad, PAD_ZERO: lambda tokens, pad: tokens != 0,
+         FROM_LENGTHS: _first_k}
 SHAPE_HINT = ("The padding mask hides *keys*: it must broadcast against scores of shape (B, h, n_q, n_k), so "
               "it has shape (B, 1, 1, n): one entry per key, the same for every head and every query. Add "
               "the two axes of length 1 between the batch and the keys.")

@@ -72,6 +72,9 @@ NO_FINAL_NORM = Mistake("no_final_norm", "no final LayerNorm before the output l
                         "A pre-norm stack ends with one more norm: logits = lm_head(norm(x)).")
 NOT_CAUSAL = Mistake("not_causal", "no causal mask: every token sees the tokens after it",
                      "Pass causal_mask(n, device=ids.device) to every block (True = may attend).")
+NO_MASK = Mistake("no_mask", "no mask at all: every token sees the tokens after it, padding included",
+                  "Pass causal_mask(n, device=ids.device) to every block (True = may attend); padding comes "
+                  "last, so that mask alone also hides it.")
 PAD_ID_ZERO = Mistake("pad_id_zero", "keys masked where the id is 0 instead of pad_id",
                       "Padding is the model's pad_id: padding_mask(ids, self.pad_id), if you mask it at all "
                       "(it comes last, so the causal mask already hides it from every real token).")
@@ -87,7 +90,8 @@ BLOCKS_WITHOUT_DROPOUT = Mistake(
     "Every block gets the model's dropout too: look at the arguments each TransformerBlock is created with.")
 MISTAKES = {NO_POSITIONS: {"positions": "none"}, SINUSOIDAL: {"positions": "sinusoidal"},
             SCALED: {"scale": True}, POST_NORM: {"norm_first": False}, RELU: {"activation": "relu"},
-            NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0}}
+            NO_FINAL_NORM: {"final_norm": False}, NOT_CAUSAL: {"causal": False}, PAD_ID_ZERO: {"padding": 0},
+            NO_MASK: {"causal": False, "padding": False}}
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from course.checking import (
     with_gradients,
 )
 from course.checking.blocks import rms_norm
+from course.checking.compare import float32_inside
 from course.checking.forbidden import RMS_NORM
 from course.checking.modules import load_parameters
 
@@ -37,6 +38,10 @@ LAYER_NORM = Mistake("layer_norm", "LayerNorm: the mean taken out and x divided 
                      "(plus eps), then scales by the weight.")
 EPS_OUTSIDE = Mistake("eps_outside_sqrt", "eps added outside the square root (x / (rms + eps))",
                       "eps belongs under the root: it is added to the mean square. " + WHERE)
+NO_EPS = Mistake("no_eps", "no eps at all (x-transformers' RMSNorm: F.normalize(x) * sqrt(d_model), "
+                 "which only keeps the norm from being 0)",
+                 "Add eps to the mean square under the root: with small x (or a large eps) it matters. "
+                 + WHERE)
 NO_SQRT = Mistake("no_sqrt", "x divided by its mean square instead of its root mean square",
                   "The divisor is the square root of (mean square + eps). " + WHERE)
 SUM_SQUARES = Mistake("sum_of_squares", "the sum of squares used instead of their mean",
@@ -124,6 +129,7 @@ VARIANTS = {
     LAYER_NORM: lambda x, w, eps: F.layer_norm(x, (x.shape[-1],), w, None, eps),
     EPS_OUTSIDE: lambda x, w, eps: _rms(x, w, eps, "eps outside"),
     NO_SQRT: lambda x, w, eps: _rms(x, w, eps, "no sqrt"),
+    NO_EPS: lambda x, w, eps: _rms(x, w, 0.0),
     SUM_SQUARES: lambda x, w, eps: _rms(x, w, eps, "sum"),
     NO_WEIGHT: lambda x, w, eps: _rms(x, w, eps, "no weight"),
     MEAN_OVER_ALL: lambda x, w, eps: _rms(x, w, eps, "all"),
@@ -148,9 +154,14 @@ def expect_layout(module: nn.Module, d_model: int) -> None:
         raise CheckFailure(f"RMSNorm should have exactly one parameter, weight, but has "
                            f"{', '.join(sorted(params)) or 'none'}. {HOW}")
     weight = params["weight"]
-    if tuple(weight.shape) != (d_model,) or not bool((weight == 1).all()):
+    if tuple(weight.shape) != (d_model,):
         raise CheckFailure(f"RMSNorm({d_model}).weight should start as ones of shape ({d_model},), as "
                            f"nn.RMSNorm's; it has shape {tuple(weight.shape)}. {HOW}")
+    if not bool((weight == 1).all()):
+        other = float(weight[weight != 1][0])
+        start = "zeros" if not bool(weight.any()) else f"values other than 1 (such as {other:.3g})"
+        raise CheckFailure(f"RMSNorm({d_model}).weight should start as ones, as nn.RMSNorm's; it starts as "
+                           f"{start}. {HOW}")
 
 
 def expect_close_in_half(got, want, where: str) -> None:
@@ -185,13 +196,11 @@ FLOAT32_LEVEL = 1e-6
 def expect_full_precision(got, want, where: str, variants) -> None:
     """On a float64 case, a result off by float32 rounding only, and like no other known mistake:
     computed in float32 inside."""
-    if want["output"].dtype != torch.float64:
+    if not float32_inside(got, want, FLOAT32_LEVEL):
         return
     rtol, atol = tolerance(torch.float64)
     off = [k for k, w in want.items() if not close(got[k], w, rtol, atol)]
-    if not off or diagnose(got, off[0], variants, rtol, atol) is not None:
-        return
-    if all((got[k] - w).abs().max() <= FLOAT32_LEVEL * w.abs().max() for k, w in want.items()):
+    if diagnose(got, off[0], variants, rtol, atol) is None:
         raise CheckFailure(f"RMSNorm differs from nn.RMSNorm in {where} by float32 rounding only (x is "
                            f"float64).\n{FLOAT32_INSIDE.sentence()}", FLOAT32_INSIDE)
 

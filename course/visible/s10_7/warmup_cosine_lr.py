@@ -26,6 +26,9 @@ from course.checking import (
 
 WARMUP_FROM_ZERO = Mistake("warmup_from_zero", "a warm-up that starts at 0 (peak_lr * step / warmup_steps)",
                            "Steps count from 0, and the first step should already move: use step + 1.")
+WARMUP_OVER_ONE_MORE = Mistake(
+    "warmup_over_one_more", "a warm-up divided by warmup_steps + 1 (nanoGPT's get_lr): it never reaches "
+    "peak_lr", "The last warm-up step, warmup_steps - 1, is at peak_lr: peak_lr * (step + 1) / warmup_steps.")
 WARMUP_ONE_LONG = Mistake("warmup_one_long", "a warm-up one step too long (step <= warmup_steps)",
                           "The warm-up is the steps 0 .. warmup_steps - 1: step < warmup_steps.")
 COSINE_TO_ZERO = Mistake("cosine_to_zero", "a cosine that decays from peak_lr to 0 instead of to min_lr",
@@ -68,12 +71,13 @@ CASES = [
     schedule_case("warm-up 5 = total 5 (no decay), min_lr 0.1, to step 7", 1.0, 5, 5, 0.1, 8),
 ]
 #: The switches of :func:`expected_schedule` that reproduce each mistake.
-SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_ONE_LONG: {"warm_extra": 1},
-            COSINE_TO_ZERO: {"floor": "zero"}, COSINE_OVER_TOTAL: {"span": "total"},
+SWITCHES = {WARMUP_FROM_ZERO: {"first": 0}, WARMUP_OVER_ONE_MORE: {"warm_div": 1},
+            WARMUP_ONE_LONG: {"warm_extra": 1}, COSINE_TO_ZERO: {"floor": "zero"},
+            COSINE_OVER_TOTAL: {"span": "total"},
             DECAY_ONE_SHORT: {"end_early": 1}, NO_FLOOR: {"clamp": False}}
 
 
-def expected_schedule(peak_lr, warmup_steps, total_steps, min_lr, steps, *, first=1, warm_extra=0,
+def expected_schedule(peak_lr, warmup_steps, total_steps, min_lr, steps, *, first=1, warm_extra=0, warm_div=0,
                       floor="min_lr", span="after warm-up", end_early=0, clamp=True) -> torch.Tensor:
     """The contract's learning rates of steps 0 .. steps - 1 (float64, (steps,)); the keywords switch
     on known mistakes."""
@@ -85,7 +89,7 @@ def expected_schedule(peak_lr, warmup_steps, total_steps, min_lr, steps, *, firs
     progress = (s - warmup_steps) / max(length, 1)
     cosine = low + (peak_lr - low) * 0.5 * (1 + torch.cos(math.pi * progress))
     decay = torch.where(s >= end, torch.full_like(s, low_floor), cosine) if clamp else cosine
-    warm = peak_lr * (s + first) / max(warmup_steps, 1)
+    warm = peak_lr * (s + first) / max(warmup_steps + warm_div, 1)
     return torch.where(s < warmup_steps + warm_extra, warm, decay)
 
 
@@ -134,8 +138,29 @@ class WarmupCosineLr(Exercise):
     def evaluate(self, case, got, device):
         """The schedule's steps against the contract's (the index is the step)."""
         variants = {m: partial(run, case, device) for m, run in self.mistakes.items()}
-        compare_outputs(got, self.expected(case, device), self.name, f"{case} (the index is the step)",
-                        against=self.reference_name, variants=variants, device=device)
+        try:
+            compare_outputs(got, self.expected(case, device), self.name, f"{case} (the index is the step)",
+                            against=self.reference_name, variants=variants, device=device)
+        except CheckFailure as failure:
+            step, mistake = self.first_wrong_step(got["output"], case, device)
+            if failure.mistake is not None or mistake is None:
+                raise
+            raise CheckFailure(f"{failure}\nIts first wrong step, {step}, is what one known mistake gives "
+                               f"(another may follow). {mistake.sentence()}", mistake) from None
+
+    def first_wrong_step(self, got: torch.Tensor, case, device):
+        """The first step where ``got`` leaves the contract, and the known mistake that agrees with ``got``
+        up to and at that step (None if none does): a schedule with two mistakes, as Hugging Face's."""
+        want = self.expected(case, device)["output"]
+        wrong = (~torch.isclose(got, want, rtol=1e-9, atol=1e-12)).nonzero()
+        if not len(wrong):
+            return None, None
+        step = int(wrong[0])
+        for mistake, run in self.mistakes.items():
+            theirs = run(case, device)["output"][: step + 1]
+            if torch.allclose(got[: step + 1], theirs, rtol=1e-9, atol=1e-12):
+                return step, mistake
+        return step, None
 
 
 @visible_check

@@ -201,6 +201,9 @@ def expect_ids_and_score(result, where: str):
         raise CheckFailure(f"{NAME} should return a pair (ids, score), but returned {type(result).__name__} "
                            f"in {where}.")
     ids, score = result
+    if isinstance(score, torch.Tensor):
+        raise CheckFailure(f"{NAME}'s score should be a Python float, as the contract says, but is a tensor "
+                           f"in {where}: return score.item() (or float(score)).")
     try:
         return ids, float(score)
     except (TypeError, ValueError, RuntimeError):

@@ -35,6 +35,10 @@ TOP_P_DROPS_CROSSING = Mistake(
     "top_p_drops_crossing", "top-p dropping the token that takes the mass past p",
     "Keep every token whose strictly more likely tokens hold less than top_p: the token that crosses p "
     "is kept (so the most likely token always is).")
+TOP_P_AT_MOST = Mistake(
+    "top_p_at_most", "top-p keeping a token whose strictly more likely tokens hold exactly p (<= p, not < p)",
+    "Keep a token only while the mass strictly ahead of it is less than top_p: with probabilities 1/2, 1/4, "
+    "1/4 and top_p=0.5 the first token alone reaches p, and it alone is kept.")
 TOP_P_BEFORE_TEMPERATURE = Mistake(
     "filter_before_temperature", "top-k / top-p chosen on the probabilities before the temperature",
     "Divide the logits by the temperature first, then choose the tokens. " + ORDER)
@@ -85,8 +89,12 @@ CASES = [  # name, which rows and how shaped, temperature, top_k, top_p, dtype
     ("temperature 1, top_k=11 > V keeps every token, then top_p=0.6, rows (3, V)", (3,), 1.0, 11, 0.6,
      torch.float32),
 ]
-MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K, TOP_K_ONE_TOO_MANY,
-            UNSORTED_MASK, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED, ZERO_AS_ONE, GREEDY_TIES_SPLIT)
+#: Probabilities exact in binary, the mass ahead of a token exactly top_p: (name, probabilities, T, k, p).
+EXACT = [("probabilities 1/2, 1/4, 1/4, top_p=0.5: the mass ahead of a token exactly p", (2.0, 1.0, 1.0), 1.0,
+          None, 0.5)]
+MISTAKES = (TOP_P_DROPS_CROSSING, TOP_P_AT_MOST, TOP_P_BEFORE_TEMPERATURE, TOP_P_BEFORE_TOP_K,
+            TOP_K_ONE_TOO_MANY, UNSORTED_MASK, TEMPERATURE_MULTIPLIED, NOT_RENORMALISED, ZERO_AS_ONE,
+            GREEDY_TIES_SPLIT)
 #: The snapshot's entry for the numbers of tokens an answer may keep, row by row.
 KEPT = "kept counts"
 
@@ -101,7 +109,7 @@ def probs_case(name: str, seed: int, logits: tuple, temperature: float, top_k, t
                dtype=torch.float64) -> Case:
     """A case: its logits, ("rows", lead shape) of :data:`ROWS` or ("random", shape), and the options;
     its kind: temperature 0, or the filters (top_k below V or not, top_p), or the temperature alone."""
-    V = len(ROWS[0]) if logits[0] == "rows" else logits[1][-1]
+    V = {"rows": len(ROWS[0]), "log": len(logits[1])}.get(logits[0]) or logits[1][-1]
     parts = ([f"top_k {'>=' if top_k >= V else '<'} V"] if top_k else []) + (["top_p"] if top_p else [])
     kind = "temperature 0" if temperature == 0 else " then ".join(parts) or "temperature alone"
     return Case(name, seed, {"logits": logits, "options": (temperature, top_k, top_p)}, dtype, kind=kind)
@@ -111,6 +119,8 @@ def logits_of(case: Case, device) -> torch.Tensor:
     kind, shape = case.params["logits"]
     if kind == "rows":
         return case_logits(shape, case.dtype, device)
+    if kind == "log":  # shape: the probabilities (up to a factor) whose logs are the logits
+        return torch.tensor(shape, dtype=torch.float64).log().to(device, case.dtype)
     return randn(shape, generator(case.seed), case.dtype, device, 1.5)
 
 
@@ -164,8 +174,10 @@ class NextTokenProbs(Exercise):
     reference_name = "the contract's probabilities"
     mistakes = {m: (lambda case, device, m=m: _expected(case.name, m.name, logits_of(case, device)))
                 for m in MISTAKES}  # a mistake not in the snapshot of a case does not differ there
-    visible_cases = [probs_case(name, i, ("rows", lead), T, k, p, dtype)
-                     for i, (name, lead, T, k, p, dtype) in enumerate(CASES)]
+    visible_cases = [*(probs_case(name, i, ("rows", lead), T, k, p, dtype)
+                       for i, (name, lead, T, k, p, dtype) in enumerate(CASES)),
+                     *(probs_case(name, 20 + i, ("log", values), T, k, p, torch.float32)
+                       for i, (name, values, T, k, p) in enumerate(EXACT))]
 
     def run(self, impl, case, device):
         call = partial(self.call, case, impl)
@@ -262,15 +274,20 @@ EXPECTED: dict[str, dict[str, list]] = {
     'temperature 1.7, top_p=0.65 (ties across p), rows (3, V)': {
         'reference': [
             0.223877581379, 0.124320647712, 0.124320647712, 0.0, 0.403160475485, 0.0,
-            0.124320647712, 0.0, 0.0, 0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0,
-            0.0, 0.171162226927, 0.0, 0.10691387106, 0.346711892882, 0.10691387106, 0.10691387106,
-            0.0, 0.161384267011
+            0.124320647712, 0.0, 0.0, 0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0,
+            0.0, 0.0, 0.171162226927, 0.0, 0.10691387106, 0.346711892882, 0.10691387106,
+            0.10691387106, 0.0, 0.161384267011
         ],
         'kept counts': [[4, 5], [3], [4, 6]],
         'top_p_drops_crossing': [
-            0.297963649074, 0.165461113254, 0.0, 0.0, 0.536575237672, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
-            0.0, 0.0, 0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0,
+            0.297963649074, 0.165461113254, 0.0, 0.0, 0.536575237672, 0.0, 0.0, 0.0, 0.0, 0.5,
+            0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.251983972885, 0.0, 0.0, 0.510427106399, 0.0, 0.0, 0.0,
             0.237588920716
+        ],
+        'top_p_at_most': [
+            0.255661596673, 0.141970513964, 0.141970513964, 0.0, 0.460397375399, 0.0, 0.0, 0.0,
+            0.0, 0.391342506153, 0.391342506153, 0.217314987693, 0.0, 0.0, 0.0, 0.0,
+            0.217715933386, 0.0, 0.135992932832, 0.441012627203, 0.0, 0.0, 0.0, 0.205278506579
         ],
         'filter_before_temperature': [
             0.35703986214, 0.0, 0.0, 0.0, 0.64296013786, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
@@ -278,18 +295,18 @@ EXPECTED: dict[str, dict[str, list]] = {
         ],
         'unsorted_mask': [
             0.39613046371, 0.219973771038, 0.219973771038, 0.163921994214, 0.0, 0.0, 0.0, 0.0,
-            0.103054658226, 0.448472670887, 0.448472670887, 0.0, 0.0, 0.0, 0.0, 0.0, 0.24605838778,
-            0.101820953734, 0.153696614123, 0.498424044362, 0.0, 0.0, 0.0, 0.0
+            0.103054658226, 0.448472670887, 0.448472670887, 0.0, 0.0, 0.0, 0.0, 0.0,
+            0.24605838778, 0.101820953734, 0.153696614123, 0.498424044362, 0.0, 0.0, 0.0, 0.0
         ],
         'temperature_multiplied': [
             0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
             0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
         ],
         'not_renormalised': [
-            0.18656238725, 0.103599282602, 0.103599282602, 0.0, 0.335962986056, 0.0, 0.103599282602,
-            0.0, 0.0, 0.269168798664, 0.269168798664, 0.149471149311, 0.0, 0.0, 0.0, 0.0,
-            0.154178017956, 0.0, 0.0963049443093, 0.312308114974, 0.0963049443093, 0.0963049443093,
-            0.0, 0.145370312503
+            0.18656238725, 0.103599282602, 0.103599282602, 0.0, 0.335962986056, 0.0,
+            0.103599282602, 0.0, 0.0, 0.269168798664, 0.269168798664, 0.149471149311, 0.0, 0.0,
+            0.0, 0.0, 0.154178017956, 0.0, 0.0963049443093, 0.312308114974, 0.0963049443093,
+            0.0963049443093, 0.0, 0.145370312503
         ],
     },
     'temperature 1.2, top_k=3 then top_p=0.75, logits (1, 3, V)': {
@@ -302,6 +319,10 @@ EXPECTED: dict[str, dict[str, list]] = {
         'top_p_drops_crossing': [
             0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0,
             0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0
+        ],
+        'top_p_at_most': [
+            0.267696470045, 0.116340406305, 0.0, 0.0, 0.61596312365, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.26894142137, 0.0, 0.0, 0.73105857863, 0.0, 0.0, 0.0, 0.0
         ],
         'filter_before_temperature': [
             0.302940716035, 0.0, 0.0, 0.0, 0.697059283965, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
@@ -318,8 +339,8 @@ EXPECTED: dict[str, dict[str, list]] = {
             0.21559501156, 0.0, 0.0, 0.586048002231, 0.0, 0.0, 0.0, 0.198356986208
         ],
         'unsorted_mask': [
-            0.534989255756, 0.232505372122, 0.232505372122, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0,
-            0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+            0.534989255756, 0.232505372122, 0.232505372122, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0,
+            0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
         ],
         'temperature_multiplied': [
             0.231475216501, 0.0, 0.0, 0.0, 0.768524783499, 0.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.0,
@@ -360,13 +381,25 @@ EXPECTED: dict[str, dict[str, list]] = {
         ],
         'unsorted_mask': [
             0.73105857863, 0.26894142137, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0758581800212,
-            0.924141819979, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.817574476194, 0.182425523806, 0.0, 0.0,
-            0.0, 0.0, 0.0, 0.0
+            0.924141819979, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.817574476194, 0.182425523806, 0.0,
+            0.0, 0.0, 0.0, 0.0, 0.0
         ],
         'not_renormalised': [
             0.191198276672, 0.0, 0.0, 0.0, 0.519730801109, 0.0, 0.0, 0.0, 0.0, 0.351519323418,
             0.351519323418, 0.0, 0.0, 0.0, 0.0, 0.0, 0.145387796238, 0.0, 0.0, 0.48270448265, 0.0,
             0.0, 0.0, 0.0
+        ],
+    },
+    'probabilities 1/2, 1/4, 1/4, top_p=0.5: the mass ahead of a token exactly p': {
+        'reference': [
+            1.0, 0.0, 0.0
+        ],
+        'kept counts': [[1]],
+        'top_p_at_most': [
+            0.666666666667, 0.333333333333, 0.0
+        ],
+        'not_renormalised': [
+            0.5, 0.0, 0.0
         ],
     },
 }

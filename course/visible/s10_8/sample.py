@@ -10,8 +10,6 @@ learner's own ids (what the model saw, what was drawn, what was appended, when i
 from __future__ import annotations
 
 import contextlib
-import inspect
-from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -29,12 +27,15 @@ from course.checking import (
     randn,
     visible_check,
 )
+from course.checking.pieces import reference_pieces
 
 DRAW = ("Draw each step's tokens for the whole batch with exactly one call of torch.multinomial, one sample "
         "per row, passing the generator you were given.")
 NOT_SEEDED = Mistake("not_seeded", "tokens drawn without the generator passed in (torch's global random "
                      "numbers)", DRAW)
 SEVERAL_DRAWS = Mistake("several_draws", "more (or fewer) than one torch.multinomial call per step", DRAW)
+SEVERAL_SAMPLES = Mistake("several_samples", "torch.multinomial asked for more than one sample per row",
+                          DRAW + " num_samples=1: the first of several draws is not the draw of one.")
 NOT_TRUNCATED = Mistake("not_truncated", "the whole sequence fed to the model, longer than its max_len",
                         "Feed the model at most its max_len last tokens; a GPT's max_len is the number "
                         "of its position embeddings.")
@@ -135,19 +136,9 @@ class Draws(TorchFunctionMode):
         return result
 
 
-@contextlib.contextmanager
-def contract_next_token_probs(function) -> Iterator[None]:
+def contract_next_token_probs(function):
     """While checking ``sample``, the ``next_token_probs`` it calls is :func:`untied_probs`."""
-    namespace = getattr(inspect.unwrap(function), "__globals__", {})  # under @torch.no_grad() too
-    if "next_token_probs" not in namespace:
-        yield
-        return
-    own = namespace["next_token_probs"]
-    namespace["next_token_probs"] = untied_probs
-    try:
-        yield
-    finally:
-        namespace["next_token_probs"] = own
+    return reference_pieces(function, {"next_token_probs": untied_probs})
 
 
 def fail(message: str, mistake: Mistake | None = None):
@@ -181,9 +172,13 @@ def run_learner(sample, model, prompt, options, seed, device, where: str,
         fail(f"sample's ids should start with the prompt in {where}: the first {n0} tokens of each row "
              "are not the prompt's.", mistake)
     steps = out.shape[1] - n0
-    if len(draws.calls) != steps or any(samples != 1 for samples, _ in draws.calls):
+    if len(draws.calls) != steps:
         fail(f"sample made {len(draws.calls)} torch.multinomial call(s) for {steps} new token(s) per row in "
              f"{where}.", SEVERAL_DRAWS)
+    several = sorted({samples for samples, _ in draws.calls if samples != 1})
+    if several:
+        fail(f"sample called torch.multinomial with num_samples={several[0]} in {where}: one call per step, "
+             "as it should, but more than one sample per row.", SEVERAL_SAMPLES)
     return out, draws
 
 
@@ -252,6 +247,7 @@ def check_case(sample, setting, dtype=torch.float32, device="cpu",
 
 class Sample(Exercise):
     name = "sample"
+    builds_on = {"next_token_probs": untied_probs}
     reference_name = "the contract, step by step,"
     visible_cases = [sample_case(s, torch.float32) for s in SETTINGS]
 

@@ -54,6 +54,7 @@ CASES = [
     encode_case("zoo with Sennrich's merges: z and the o's were never merged", "characters never merged",
                 "zoo", trained=SENNRICH),
     encode_case("hi with no merges: h i </w>", "no merges", "hi"),
+    encode_case("o, a word of one letter, with Sennrich's merges", "one letter", "o", trained=SENNRICH),
     encode_case("cheeses (never in the corpus) with 30 merges of the course's English",
                 "merges of the course's corpus", "cheeses", trained=ENGLISH),
     encode_case("the with the same merges", "merges of the course's corpus", "the", trained=ENGLISH),
@@ -62,6 +63,10 @@ CASES = [
 
 def expect_tokens(result, where: str) -> list[str]:
     """The tokens as a list of strings, or a failure that says what came back."""
+    if isinstance(result, str):
+        raise CheckFailure(f"{NAME} should return a list of strings (the word's tokens), but returned the "
+                           f"string {result!r} in {where}: return a list even when the word is one token (a "
+                           "word of one letter).")
     if not isinstance(result, (list, tuple)) or not all(isinstance(t, str) for t in result):
         kind = type(result).__name__
         raise CheckFailure(f"{NAME} should return a list of strings (the word's tokens), but returned a "
@@ -157,6 +162,10 @@ EXPECTED: dict[str, dict[str, list]] = {
     'hi with no merges: h i </w>': {
         'reference': ['h', 'i', '</w>'],
         'encode_no_end_of_word': ['h', 'i'],
+    },
+    "o, a word of one letter, with Sennrich's merges": {
+        'reference': ['o', '</w>'],
+        'encode_no_end_of_word': ['o'],
     },
     "cheeses (never in the corpus) with 30 merges of the course's English": {
         'reference': ['ch', 'e', 'e', 's', 'es</w>'],

@@ -39,11 +39,15 @@ OVERLAP = Mistake("overlap", "overlapping pairs counted once: the symbols a a a 
 NO_EOW = Mistake("no_end_of_word", f"words split into characters without the end-of-word marker {EOW!r}",
                  f"Every word starts as its characters followed by {EOW!r}, a symbol of its own that merges "
                  "like any other (that is how a suffix differs from the same letters inside a word).")
+EOW_GLUED = Mistake("end_of_word_glued", f"the end-of-word marker glued to the last character (l o w{EOW}, "
+                    "as subword-nmt's learn_bpe has it) instead of a symbol of its own",
+                    f"A word is its characters followed by {EOW!r} as one more symbol: l o w {EOW}, so that "
+                    f"('w', {EOW!r}) is a pair like any other.")
 NO_FREQUENCIES = Mistake("word_frequencies", "each distinct word counted once, whatever its frequency",
                          "words is the training text: a word that occurs k times in it adds k to the count "
                          "of each of its pairs.")
 #: The mistakes a wrong list of merges is compared with (the first that matches is named).
-MISTAKES = (NO_EOW, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES)
+MISTAKES = (NO_EOW, EOW_GLUED, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES)
 
 
 # ---------------------------------------------------------------- corpora
@@ -131,24 +135,34 @@ def from_tensor(tensor: torch.Tensor):
 
 
 def expect_merges(result, where: str) -> list[list[str]]:
-    """The merges as lists [a, b] of two strings, or a failure that says what came back."""
-    shape = f"{NAME} should return a list of pairs (a, b) of strings, in the order they were merged"
-    if not isinstance(result, (list, tuple)):
+    """The merges (a list of tuples (a, b) of two strings) as lists [a, b], or a failure that says what came
+    back."""
+    shape = f"{NAME} should return a list of tuples (a, b) of two strings, in the order they were merged"
+    if not isinstance(result, list):
         raise CheckFailure(f"{shape}, but returned a {type(result).__name__} in {where}.")
     merges = []
     for k, pair in enumerate(result):
-        if not isinstance(pair, (list, tuple)) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+        if isinstance(pair, list) and len(pair) == 2 and all(isinstance(s, str) for s in pair):
+            raise CheckFailure(f"{shape}; merge {k + 1} is the list {pair!r} in {where}: make each merge a "
+                               f"tuple, {tuple(pair)!r} (merges are looked up in sets and dicts, where a "
+                               "list cannot go).")
+        if not isinstance(pair, tuple) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
             raise CheckFailure(f"{shape}; merge {k + 1} is {pair!r} in {where}: a merge is the pair of "
                                "symbols it joins, such as ('e', 's'), not the new symbol.")
         merges.append([pair[0], pair[1]])
     return merges
 
 
+def shown(item) -> str:
+    """A merge as the tuple it is, a token as the string it is."""
+    return repr(item if isinstance(item, str) else tuple(item))
+
+
 def first_difference(got: Sequence, want: Sequence, what: str) -> str:
-    """Where two lists first differ, in words (1-based)."""
+    """Where two lists (of merges, or of tokens) first differ, in words (1-based)."""
     for k, (mine, theirs) in enumerate(zip(got, want)):
         if mine != theirs:
-            return f"{what} {k + 1} is {tuple(mine)!r} where the contract's is {tuple(theirs)!r}" + (
+            return f"{what} {k + 1} is {shown(mine)} where the contract's is {shown(theirs)}" + (
                 f" (the first {k} agree)" if k else "")
     return (f"it returned {len(got)} {what}s where the contract makes {len(want)} (the first "
             f"{min(len(got), len(want))} agree)")
@@ -211,35 +225,46 @@ def check_bpe_train(bpe_train) -> None:
 #: Written by the hidden check's ``snapshot()``: {case: {"reference": merges, mistake name: merges where
 #: that mistake returns others}}.
 EXPECTED: dict[str, dict[str, list]] = {
-    ("Sennrich's corpus (low 5, lower 2, newest 6, widest 3), 10 merges: ('e', 's'), ('s', 't') "
-     "and ('t', '</w>') tie at 9, the greatest, ('t', '</w>'), is merged first"): {
+    ("Sennrich's corpus (low 5, lower 2, newest 6, widest 3), 10 merges: ('e', 's'), ('s', "
+     "'t') and ('t', '</w>') tie at 9, the greatest, ('t', '</w>'), is merged first"): {
         'reference': [['t', '</w>'], ['s', 't</w>'], ['e', 'st</w>'], ['o', 'w'], ['l', 'ow'],
-            ['w', 'est</w>'], ['n', 'e'], ['ne', 'west</w>'], ['low', '</w>'], ['w', 'i']],
-        'no_end_of_word': [['s', 't'], ['e', 'st'], ['o', 'w'], ['l', 'ow'], ['w', 'est'], ['n', 'e'],
-            ['ne', 'west'], ['w', 'i'], ['wi', 'd'], ['wid', 'est']],
-        'word_frequencies': [['w', 'e'], ['t', '</w>'], ['s', 't</w>'], ['l', 'o'], ['we', 'st</w>'],
-            ['we', 'r'], ['wer', '</w>'], ['w', 'i'], ['wi', 'd'], ['wid', 'e']],
-        'stale_counts': [['t', '</w>'], ['s', 't'], ['e', 's'], ['w', 'e'], ['o', 'w'], ['l', 'o'],
-            ['n', 'e'], ['e', 'w'], ['w', '</w>'], ['w', 'i']],
+            ['w', 'est</w>'], ['n', 'e'], ['ne', 'west</w>'], ['low', '</w>'], ['w',
+            'i']],
+        'no_end_of_word': [['s', 't'], ['e', 'st'], ['o', 'w'], ['l', 'ow'], ['w', 'est'], ['n',
+            'e'], ['ne', 'west'], ['w', 'i'], ['wi', 'd'], ['wid', 'est']],
+        'end_of_word_glued': [['s', 't</w>'], ['e', 'st</w>'], ['l', 'o'], ['w', 'est</w>'],
+            ['n', 'e'], ['ne', 'west</w>'], ['lo', 'w</w>'], ['w', 'i'], ['wi',
+            'd'], ['wid', 'est</w>']],
+        'word_frequencies': [['w', 'e'], ['t', '</w>'], ['s', 't</w>'], ['l', 'o'], ['we',
+            'st</w>'], ['we', 'r'], ['wer', '</w>'], ['w', 'i'], ['wi', 'd'],
+            ['wid', 'e']],
+        'stale_counts': [['t', '</w>'], ['s', 't'], ['e', 's'], ['w', 'e'], ['o', 'w'], ['l',
+            'o'], ['n', 'e'], ['e', 'w'], ['w', '</w>'], ['w', 'i']],
         'ties': [['e', 's'], ['es', 't'], ['est', '</w>'], ['l', 'o'], ['lo', 'w'], ['e', 'w'],
             ['ew', 'est</w>'], ['n', 'ewest</w>'], ['low', '</w>'], ['d', 'est</w>']],
     },
-    "ab 3 times, cd once: ('a', 'b') and ('b', '</w>') (3 each) beat ('c', 'd') and ('d', '</w>') (1 each)": {
+    ("ab 3 times, cd once: ('a', 'b') and ('b', '</w>') (3 each) beat ('c', 'd') and ('d', "
+     "'</w>') (1 each)"): {
         'reference': [['b', '</w>'], ['a', 'b</w>']],
         'no_end_of_word': [['a', 'b'], ['c', 'd']],
+        'end_of_word_glued': [['a', 'b</w>'], ['c', 'd</w>']],
         'word_frequencies': [['d', '</w>'], ['c', 'd</w>']],
         'stale_counts': [['b', '</w>'], ['a', 'b']],
         'ties': [['a', 'b'], ['ab', '</w>']],
     },
-    "abc 4 times: after ('c', '</w>') the pair ('b', 'c') is gone, and ('b', 'c</w>') ties with ('a', 'b')": {
+    ("abc 4 times: after ('c', '</w>') the pair ('b', 'c') is gone, and ('b', 'c</w>') ties "
+     "with ('a', 'b')"): {
         'reference': [['c', '</w>'], ['b', 'c</w>'], ['a', 'bc</w>']],
         'no_end_of_word': [['b', 'c'], ['a', 'bc']],
+        'end_of_word_glued': [['b', 'c</w>'], ['a', 'bc</w>']],
         'stale_counts': [['c', '</w>'], ['b', 'c'], ['a', 'b']],
         'ties': [['a', 'b'], ['ab', 'c'], ['abc', '</w>']],
     },
-    "aaa twice, bc 3 times: ('a', 'a') counts 4 (twice in each aaa) and wins; the merge makes aa a </w>": {
+    ("aaa twice, bc 3 times: ('a', 'a') counts 4 (twice in each aaa) and wins; the merge "
+     'makes aa a </w>'): {
         'reference': [['a', 'a'], ['c', '</w>'], ['b', 'c</w>'], ['aa', 'a']],
         'no_end_of_word': [['a', 'a'], ['b', 'c'], ['aa', 'a']],
+        'end_of_word_glued': [['b', 'c</w>'], ['a', 'a</w>'], ['a', 'aa</w>']],
         'overlap': [['c', '</w>'], ['b', 'c</w>'], ['a', 'a'], ['aa', 'a']],
         'stale_counts': [['a', 'a'], ['c', '</w>'], ['b', 'c'], ['a', '</w>']],
         'ties': [['a', 'a'], ['b', 'c'], ['bc', '</w>'], ['a', '</w>']],
@@ -247,15 +272,21 @@ EXPECTED: dict[str, dict[str, list]] = {
     "hug 10, pug 5, pun 12, bun 4, hugs 5 (Hugging Face's course), 6 merges: ('u', 'g') (20) first": {
         'reference': [['u', 'g'], ['u', 'n'], ['un', '</w>'], ['ug', '</w>'], ['p', 'un</w>'],
             ['h', 'ug</w>']],
-        'no_end_of_word': [['u', 'g'], ['u', 'n'], ['h', 'ug'], ['p', 'un'], ['p', 'ug'], ['hug', 's']],
-        'word_frequencies': [['u', 'g'], ['ug', '</w>'], ['u', 'n'], ['un', '</w>'], ['ug', 's'],
-            ['ugs', '</w>']],
-        'stale_counts': [['u', 'g'], ['p', 'u'], ['u', 'n'], ['n', '</w>'], ['h', 'u'], ['g', '</w>']],
-        'ties': [['u', 'g'], ['n', '</w>'], ['u', 'n</w>'], ['h', 'ug'], ['p', 'un</w>'], ['hug', '</w>']],
+        'no_end_of_word': [['u', 'g'], ['u', 'n'], ['h', 'ug'], ['p', 'un'], ['p', 'ug'],
+            ['hug', 's']],
+        'end_of_word_glued': [['p', 'u'], ['h', 'u'], ['pu', 'n</w>'], ['hu', 'g</w>'], ['pu',
+            'g</w>'], ['hu', 'g']],
+        'word_frequencies': [['u', 'g'], ['ug', '</w>'], ['u', 'n'], ['un', '</w>'], ['ug',
+            's'], ['ugs', '</w>']],
+        'stale_counts': [['u', 'g'], ['p', 'u'], ['u', 'n'], ['n', '</w>'], ['h', 'u'], ['g',
+            '</w>']],
+        'ties': [['u', 'g'], ['n', '</w>'], ['u', 'n</w>'], ['h', 'ug'], ['p', 'un</w>'],
+            ['hug', '</w>']],
     },
     'ab once, 5 merges asked: after 2 every word is one symbol, so 2 merges': {
         'reference': [['b', '</w>'], ['a', 'b</w>']],
         'no_end_of_word': [['a', 'b']],
+        'end_of_word_glued': [['a', 'b</w>']],
         'stale_counts': [['b', '</w>'], ['a', 'b']],
         'ties': [['a', 'b'], ['ab', '</w>']],
     },
@@ -263,49 +294,68 @@ EXPECTED: dict[str, dict[str, list]] = {
         'reference': [],
     },
     '60 seeded random words of a, b, c, 15 merges': {
-        'reference': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['c', 'b'], ['a', 'a</w>'], ['a', 'b'],
-            ['bb', '</w>'], ['a', 'c</w>'], ['cb', '</w>'], ['c', 'c</w>'], ['c', 'c'], ['c', 'a</w>'],
-            ['a', 'c'], ['c', 'bb</w>'], ['ab', '</w>']],
-        'no_end_of_word': [['b', 'b'], ['a', 'a'], ['b', 'c'], ['a', 'c'], ['b', 'a'], ['c', 'c'],
-            ['c', 'b'], ['c', 'a'], ['c', 'bb'], ['bc', 'c'], ['cb', 'aa'], ['bc', 'b'], ['bb', 'bb'],
-            ['b', 'aa'], ['ac', 'c']],
+        'reference': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['c', 'b'], ['a', 'a</w>'],
+            ['a', 'b'], ['bb', '</w>'], ['a', 'c</w>'], ['cb', '</w>'], ['c', 'c</w>'],
+            ['c', 'c'], ['c', 'a</w>'], ['a', 'c'], ['c', 'bb</w>'], ['ab', '</w>']],
+        'no_end_of_word': [['b', 'b'], ['a', 'a'], ['b', 'c'], ['a', 'c'], ['b', 'a'], ['c',
+            'c'], ['c', 'b'], ['c', 'a'], ['c', 'bb'], ['bc', 'c'], ['cb', 'aa'],
+            ['bc', 'b'], ['bb', 'bb'], ['b', 'aa'], ['ac', 'c']],
+        'end_of_word_glued': [['a', 'a</w>'], ['c', 'b'], ['a', 'b'], ['b', 'b'], ['a',
+            'c</w>'], ['c', 'c</w>'], ['c', 'b</w>'], ['c', 'c'], ['c',
+            'a</w>'], ['a', 'c'], ['cb', 'b</w>'], ['b', 'b</w>'], ['a',
+            'b</w>'], ['a', 'ab'], ['cb', 'c</w>']],
         'word_frequencies': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['c', 'a'], ['c', 'b'],
-            ['a', 'b'], ['c', 'c</w>'], ['bb', '</w>'], ['a', 'a</w>'], ['ca', 'a</w>'], ['cb', '</w>'],
-            ['ca', 'c</w>'], ['cb', 'c</w>'], ['cb', 'a</w>'], ['ca', 'b']],
-        'overlap': [['a', '</w>'], ['c', '</w>'], ['b', '</w>'], ['a', 'a</w>'], ['c', 'b'], ['a', 'b'],
-            ['a', 'c</w>'], ['c', 'c</w>'], ['c', 'b</w>'], ['b', 'b'], ['c', 'aa</w>'], ['c', 'a</w>'],
-            ['cb', 'b</w>'], ['c', 'ac</w>'], ['b', 'b</w>']],
-        'stale_counts': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['b', '</w>'], ['c', 'b'], ['b', 'c'],
-            ['a', 'a'], ['c', 'a'], ['b', 'a'], ['a', 'b'], ['c', 'c'], ['a', 'c']],
-        'ties': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['c', 'b'], ['a', 'a</w>'], ['a', 'b'],
-            ['bb', '</w>'], ['a', 'c</w>'], ['a', 'c'], ['c', 'c'], ['cb', '</w>'], ['c', 'a</w>'],
-            ['ab', '</w>'], ['c', 'bb</w>'], ['c', 'c</w>']],
+            ['a', 'b'], ['c', 'c</w>'], ['bb', '</w>'], ['a', 'a</w>'], ['ca',
+            'a</w>'], ['cb', '</w>'], ['ca', 'c</w>'], ['cb', 'c</w>'], ['cb',
+            'a</w>'], ['ca', 'b']],
+        'overlap': [['a', '</w>'], ['c', '</w>'], ['b', '</w>'], ['a', 'a</w>'], ['c', 'b'],
+            ['a', 'b'], ['a', 'c</w>'], ['c', 'c</w>'], ['c', 'b</w>'], ['b', 'b'], ['c',
+            'aa</w>'], ['c', 'a</w>'], ['cb', 'b</w>'], ['c', 'ac</w>'], ['b', 'b</w>']],
+        'stale_counts': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['b', '</w>'], ['c', 'b'],
+            ['b', 'c'], ['a', 'a'], ['c', 'a'], ['b', 'a'], ['a', 'b'], ['c', 'c'],
+            ['a', 'c']],
+        'ties': [['a', '</w>'], ['c', '</w>'], ['b', 'b'], ['c', 'b'], ['a', 'a</w>'], ['a',
+            'b'], ['bb', '</w>'], ['a', 'c</w>'], ['a', 'c'], ['c', 'c'], ['cb', '</w>'],
+            ['c', 'a</w>'], ['ab', '</w>'], ['c', 'bb</w>'], ['c', 'c</w>']],
     },
     'the first 200 English training sentences, 30 merges': {
         'reference': [['e', '</w>'], ['h', 'e</w>'], ['s', '</w>'], ['t', 'he</w>'], ['r', 'e'],
-            ['a', 't'], ['d', '</w>'], ['e', 's</w>'], ['a', '</w>'], ['s', 'e</w>'], ['o', 'u'],
-            ['a', 'k'], ['b', 'i'], ['g', 're'], ['k', '</w>'], ['y', '</w>'], ['t', 'ak'], ['e', 'at'],
-            ['g', '</w>'], ['c', 'h'], ['s', 'e'], ['l', 'a'], ['la', 'c'], ['lac', 'k</w>'],
-            ['b', 'lack</w>'], ['o', 'r'], ['h', 'or'], ['i', 'n'], ['f', 'in'], ['bi', 'r']],
-        'no_end_of_word': [['h', 'e'], ['t', 'he'], ['s', 'e'], ['r', 'e'], ['a', 't'], ['o', 'u'],
-            ['k', 'e'], ['a', 'ke'], ['b', 'i'], ['g', 're'], ['t', 'ake'], ['e', 'at'], ['se', 'e'],
-            ['l', 'a'], ['la', 'c'], ['lac', 'k'], ['b', 'lack'], ['r', 'se'], ['o', 'rse'],
-            ['h', 'orse'], ['r', 'd'], ['n', 'd'], ['i', 'nd'], ['f', 'ind'], ['bi', 'rd'], ['o', 'w'],
-            ['gre', 'y'], ['o', 'g'], ['d', 'og'], ['c', 'he']],
-        'word_frequencies': [['s', '</w>'], ['e', '</w>'], ['e', 's</w>'], ['a', 't'], ['o', 'u'],
-            ['s', 'e</w>'], ['r', 'e'], ['o', 'w'], ['d', '</w>'], ['c', 'a'], ['h', 'e</w>'],
-            ['e', 'at'], ['c', 'h'], ['b', 'i'], ['a', 'n'], ['y', '</w>'], ['w', 'at'], ['wat', 'ch'],
-            ['w', 'an'], ['wan', 't'], ['t', 'a'], ['ta', 'k'], ['s', 'es</w>'], ['s', 'e'],
-            ['r', 's</w>'], ['r', '</w>'], ['p', 'p'], ['pp', 'l'], ['ow', 'e'], ['ou', 'se</w>']],
-        'stale_counts': [['e', '</w>'], ['h', 'e'], ['s', '</w>'], ['t', 'h'], ['s', 'e'], ['r', 'e'],
-            ['e', 's'], ['a', 't'], ['d', '</w>'], ['e', 'e'], ['a', '</w>'], ['o', 'u'], ['k', 'e'],
-            ['a', 'k'], ['b', 'i'], ['e', 'a'], ['g', 'r'], ['t', '</w>'], ['c', 'a'], ['w', 'a'],
-            ['k', '</w>'], ['y', '</w>'], ['r', 's'], ['e', 'y'], ['t', 'a'], ['h', 'o'], ['g', '</w>'],
-            ['c', 'h'], ['l', 'a'], ['c', 'k']],
-        'ties': [['e', '</w>'], ['h', 'e</w>'], ['s', '</w>'], ['t', 'he</w>'], ['r', 'e'], ['a', 't'],
-            ['d', '</w>'], ['e', 's</w>'], ['a', '</w>'], ['s', 'e</w>'], ['o', 'u'], ['a', 'k'],
-            ['b', 'i'], ['g', 're'], ['k', '</w>'], ['y', '</w>'], ['e', 'at'], ['t', 'ak'], ['c', 'h'],
-            ['g', '</w>'], ['s', 'e'], ['a', 'c'], ['ac', 'k</w>'], ['b', 'l'], ['bl', 'ack</w>'],
-            ['h', 'o'], ['ho', 'r'], ['bi', 'r'], ['f', 'i'], ['fi', 'n']],
+            ['a', 't'], ['d', '</w>'], ['e', 's</w>'], ['a', '</w>'], ['s', 'e</w>'],
+            ['o', 'u'], ['a', 'k'], ['b', 'i'], ['g', 're'], ['k', '</w>'], ['y',
+            '</w>'], ['t', 'ak'], ['e', 'at'], ['g', '</w>'], ['c', 'h'], ['s', 'e'],
+            ['l', 'a'], ['la', 'c'], ['lac', 'k</w>'], ['b', 'lack</w>'], ['o', 'r'],
+            ['h', 'or'], ['i', 'n'], ['f', 'in'], ['bi', 'r']],
+        'no_end_of_word': [['h', 'e'], ['t', 'he'], ['s', 'e'], ['r', 'e'], ['a', 't'], ['o',
+            'u'], ['k', 'e'], ['a', 'ke'], ['b', 'i'], ['g', 're'], ['t', 'ake'],
+            ['e', 'at'], ['se', 'e'], ['l', 'a'], ['la', 'c'], ['lac', 'k'], ['b',
+            'lack'], ['r', 'se'], ['o', 'rse'], ['h', 'orse'], ['r', 'd'], ['n',
+            'd'], ['i', 'nd'], ['f', 'ind'], ['bi', 'rd'], ['o', 'w'], ['gre',
+            'y'], ['o', 'g'], ['d', 'og'], ['c', 'he']],
+        'end_of_word_glued': [['h', 'e</w>'], ['t', 'he</w>'], ['r', 'e'], ['e', 's</w>'], ['s',
+            'e</w>'], ['a', 'k'], ['b', 'i'], ['g', 're'], ['a', 't'], ['t',
+            'ak'], ['h', 'o'], ['s', 'e'], ['l', 'a'], ['la', 'c'], ['lac',
+            'k</w>'], ['b', 'lack</w>'], ['ho', 'r'], ['a', 't</w>'], ['i',
+            'n'], ['f', 'in'], ['bi', 'r'], ['o', 'u'], ['h', 'e'], ['gre',
+            'y</w>'], ['hor', 'se</w>'], ['d', 's</w>'], ['d', 'o'], ['at',
+            's</w>'], ['s', 'm'], ['sm', 'a']],
+        'word_frequencies': [['s', '</w>'], ['e', '</w>'], ['e', 's</w>'], ['a', 't'], ['o',
+            'u'], ['s', 'e</w>'], ['r', 'e'], ['o', 'w'], ['d', '</w>'], ['c',
+            'a'], ['h', 'e</w>'], ['e', 'at'], ['c', 'h'], ['b', 'i'], ['a',
+            'n'], ['y', '</w>'], ['w', 'at'], ['wat', 'ch'], ['w', 'an'],
+            ['wan', 't'], ['t', 'a'], ['ta', 'k'], ['s', 'es</w>'], ['s', 'e'],
+            ['r', 's</w>'], ['r', '</w>'], ['p', 'p'], ['pp', 'l'], ['ow', 'e'],
+            ['ou', 'se</w>']],
+        'stale_counts': [['e', '</w>'], ['h', 'e'], ['s', '</w>'], ['t', 'h'], ['s', 'e'], ['r',
+            'e'], ['e', 's'], ['a', 't'], ['d', '</w>'], ['e', 'e'], ['a', '</w>'],
+            ['o', 'u'], ['k', 'e'], ['a', 'k'], ['b', 'i'], ['e', 'a'], ['g', 'r'],
+            ['t', '</w>'], ['c', 'a'], ['w', 'a'], ['k', '</w>'], ['y', '</w>'],
+            ['r', 's'], ['e', 'y'], ['t', 'a'], ['h', 'o'], ['g', '</w>'], ['c',
+            'h'], ['l', 'a'], ['c', 'k']],
+        'ties': [['e', '</w>'], ['h', 'e</w>'], ['s', '</w>'], ['t', 'he</w>'], ['r', 'e'],
+            ['a', 't'], ['d', '</w>'], ['e', 's</w>'], ['a', '</w>'], ['s', 'e</w>'], ['o',
+            'u'], ['a', 'k'], ['b', 'i'], ['g', 're'], ['k', '</w>'], ['y', '</w>'], ['e',
+            'at'], ['t', 'ak'], ['c', 'h'], ['g', '</w>'], ['s', 'e'], ['a', 'c'], ['ac',
+            'k</w>'], ['b', 'l'], ['bl', 'ack</w>'], ['h', 'o'], ['ho', 'r'], ['bi', 'r'],
+            ['f', 'i'], ['fi', 'n']],
     },
 }

@@ -1,5 +1,6 @@
-"""Hidden check of ``merge_heads`` (defined in its visible module): its cases, against a transpose
-back and a reshape to (B, n, h * d_h), which only grading holds."""
+"""Hidden check of ``merge_heads`` (defined in its visible module): its cases, against a transpose back and
+a reshape to (B, n, h * d_h) (``course.checking.pieces``, which also stands in for the learner's
+merge_heads while MultiHeadAttention is checked)."""
 
 from __future__ import annotations
 

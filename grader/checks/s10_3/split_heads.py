@@ -1,5 +1,6 @@
-"""Hidden check of ``split_heads`` (defined in its visible module): its cases, against a view to
-(B, n, h, d_h) and a transpose, which only grading holds."""
+"""Hidden check of ``split_heads`` (defined in its visible module): its cases, against a reshape to (B, n,
+h, d_h) and a transpose (``course.checking.pieces``, which also stands in for the learner's split_heads
+while MultiHeadAttention is checked)."""
 
 from __future__ import annotations
 

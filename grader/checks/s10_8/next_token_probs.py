@@ -17,6 +17,7 @@ from course.visible.s10_8.next_token_probs import (
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,
     TOP_K_ONE_TOO_MANY,
+    TOP_P_AT_MOST,
     TOP_P_BEFORE_TEMPERATURE,
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
@@ -51,10 +52,11 @@ def _top_k(probs, k, kind="ok"):
 
 
 def _top_p(probs, p, kind="ok"):
-    if kind in ("sorted", "drops crossing", "unsorted"):  # token by token in a stable descending order
+    if kind in ("sorted", "drops crossing", "unsorted", "at most"):  # token by token, stable descending order
         order = probs.sort(dim=-1, descending=True, stable=True)
         through = order.values.cumsum(-1)  # (..., V): the mass of the ranks up to each rank
-        kept = through < p if kind == "drops crossing" else through - order.values < p
+        kept = {"drops crossing": through < p, "at most": through - order.values <= p}.get(
+            kind, through - order.values < p)
         if kind == "unsorted":  # the ranks' mask applied to the tokens as they come
             return kept
         return torch.zeros_like(probs).scatter(-1, order.indices, kept.to(probs.dtype)).bool()
@@ -85,7 +87,8 @@ def contract_probs(logits, temperature=1.0, top_k=None, top_p=None, *, k_kind="o
 
 
 VARIANTS = {
-    TOP_P_DROPS_CROSSING: {"p_kind": "drops crossing"}, TOP_P_BEFORE_TEMPERATURE: {"filter_at": 1.0},
+    TOP_P_DROPS_CROSSING: {"p_kind": "drops crossing"}, TOP_P_AT_MOST: {"p_kind": "at most"},
+    TOP_P_BEFORE_TEMPERATURE: {"filter_at": 1.0},
     TOP_P_BEFORE_TOP_K: {"p_first": True}, TOP_K_ONE_TOO_MANY: {"k_kind": "one too many"},
     UNSORTED_MASK: {"p_kind": "unsorted"}, TEMPERATURE_MULTIPLIED: {"times": True},
     NOT_RENORMALISED: {"renormalise": False}, ZERO_AS_ONE: {"zero_as_one": True},
@@ -122,7 +125,7 @@ def snapshot() -> dict:
             entry[KEPT] = counts
         for mistake, changes in VARIANTS.items():
             wrong = contract_probs(logits, **options, **changes)
-            if not torch.allclose(wrong, want, rtol=1e-6, atol=1e-9):  # NaN differs too
+            if torch.isfinite(wrong).all() and not torch.allclose(wrong, want, rtol=1e-6, atol=1e-9):
                 entry[mistake.name] = _rounded(wrong)
         out[case.name] = entry
     return out
@@ -146,6 +149,9 @@ SETTINGS = [  # name, logits (the visible check's tied rows, or a shape of rando
     ("random logits (4, V), top_p=0.3", ("random", (4, 10)), 1.0, None, 0.3),
     ("random logits (2, 2, V), temperature 2, top_k=4, top_p=0.5", ("random", (2, 2, 12)), 2.0, 4, 0.5),
     ("random logits (3, V), temperature 0", ("random", (3, 9)), 0.0, 2, 0.9),
+    ("probabilities 1/4, 1/4, then four of 1/8, top_p=0.5: mass ahead exactly p",
+     ("log", (2.0, 2.0, 1.0, 1.0, 1.0, 1.0)), 1.0, None, 0.5),
+    ("probabilities 1/2, 1/4, 1/4, top_k=3 then top_p=0.5", ("log", (2.0, 1.0, 1.0)), 1.0, 3, 0.5),
 ]
 CASES = [probs_case(f"{name}, {str(dtype).removeprefix('torch.')}", 1000 + i, logits, T, k, p, dtype)
          for i, (name, logits, T, k, p) in enumerate(SETTINGS) for dtype in (torch.float64, torch.float32)]

@@ -66,6 +66,8 @@ CASES = [
     encode_case("quiz with merges that know none of its letters", "characters never merged", "quiz",
                 trained=HOOK),
     encode_case("a with no merges", "no merges", "a"),
+    encode_case("y, a word of one letter, with the 14 merges of low, lower, newest, widest", "one letter",
+                "y", trained=HOOK),
     encode_case("mangeons with 60 merges of the course's French", "merges of the course's corpus", "mangeons",
                 trained=FRENCH),
     encode_case("regardez with the same merges", "merges of the course's corpus", "regardez", trained=FRENCH),

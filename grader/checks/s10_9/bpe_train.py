@@ -11,6 +11,7 @@ from collections import Counter
 
 from course.visible.s10_9.bpe_train import (
     EOW,
+    EOW_GLUED,
     NO_EOW,
     NO_FREQUENCIES,
     OVERLAP,
@@ -26,6 +27,7 @@ from grader.checks.exercise import GradedExercise, registered
 
 SWITCHES = {  # each known mistake, as the switches of reference_train that reproduce it
     NO_EOW: {"eow": False},  # words as their characters alone
+    EOW_GLUED: {"eow": "glued"},  # l o w</w>: the marker glued to the last character
     NO_FREQUENCIES: {"frequencies": False},  # each distinct word once
     OVERLAP: {"overlap": True},  # a a a holds ('a', 'a') once
     STALE_COUNTS: {"stale": True},  # the first round's counts for every round
@@ -64,7 +66,8 @@ def reference_train(words, num_merges: int, *, eow=True, frequencies=True, overl
                     ties="greatest") -> list[list[str]]:
     """The contract's merges; each keyword switches on one known mistake."""
     counted = Counter(words) if frequencies else Counter(set(words))
-    symbols = {tuple(w) + ((EOW,) if eow else ()): n for w, n in counted.items()}
+    symbols = {(*w[:-1], w[-1] + EOW) if eow == "glued" else tuple(w) + ((EOW,) if eow else ()): n
+               for w, n in counted.items()}
     first = pair_counts(symbols, overlap)
     merges: list[tuple[str, str]] = []
     for _ in range(num_merges):

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from course.visible.s10_2.scaled_dot_product_attention import (
     FILL_FINITE,
+    FLOAT32_INSIDE,
     MASK_AFTER_SOFTMAX,
     MASK_INVERTED,
     MASK_ZERO,
@@ -16,7 +17,7 @@ from course.visible.s10_2.scaled_dot_product_attention import (
     SCALE_N,
     SOFTMAX_QUERIES,
 )
-from tests.answers import bug, right
+from tests.answers import bug, right, with_pieces
 from tests.answers.s10_2.softmax import softmax_logsumexp, softmax_naive
 
 EXERCISE = "scaled_dot_product_attention"
@@ -62,6 +63,20 @@ def attention(scale=None, dim=-1, fill=float("-inf"), invert=False, after=False,
     return attend
 
 
+def attention_in_float32(Q, K, V, mask=None):
+    """CS336-style: the scores and softmax in float32, cast back to the inputs' dtype."""
+    scores = (Q.float() @ K.float().transpose(-2, -1)) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return (weights @ V.float()).to(Q.dtype), weights.to(Q.dtype)
+
+
+def attention_in_float64(Q, K, V, mask=None):
+    """Everything cast to float64, and returned so: float32 inputs get float64 results."""
+    return attention()(Q.double(), K.double(), V.double(), mask)
+
+
 def attention_calls_reference(Q, K, V, mask=None):
     weights = attention()(Q, K, V, mask)[1]
     return F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), weights
@@ -87,6 +102,8 @@ def answers(solution):
         right("attention_einsum", attention_einsum),
         right("attention_minus_1e9", attention_minus_1e9),
         right("attention_lowest", attention_lowest),
+        right("the solution, the notebook's softmax without its max subtracted (d2l's): softmax's mistake",
+              with_pieces(solution["scaled_dot_product_attention"], softmax=softmax_naive)),
         bug("no scaling", attention(scale=lambda Q, V: 1.0), hidden=r"without the 1/sqrt\(d_k\) scaling",
             mistake=NO_SCALE),
         bug("scale d_k", attention(scale=lambda Q, V: Q.shape[-1]), hidden="scaling by d_k instead of sqrt",
@@ -99,6 +116,10 @@ def answers(solution):
         bug("masked scores 0", attention(fill=0.0), hidden="masked scores set to 0", mistake=MASK_ZERO),
         bug("masked scores -1e4", attention(fill=-1e4), hidden="finite number", mistake=FILL_FINITE),
         bug("naive softmax", attention(softmax=softmax_naive), hidden="inf or NaN"),
+        bug("computed in float32, cast back (CS336's)", attention_in_float32, hidden="float32 rounding only",
+            mistake=FLOAT32_INSIDE),
+        bug("computed and returned in float64", attention_in_float64,
+            hidden="returns float64 for inputs of float32"),
         bug("calls F.scaled_dot_product_attention", attention_calls_reference,
             hidden="No credit.*scaled_dot_product_attention"),
         bug("fixed device", attention_fixed_device, hidden="fixed device|device"),

@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_3.merge_heads import NO_TRANSPOSE
+from course.visible.s10_3.merge_heads import INTERLEAVED, NO_TRANSPOSE
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "merge_heads"
@@ -40,7 +40,7 @@ def answers(solution):
         right("merge_cat", merge_cat),
         bug("merge_no_transpose", merge_no_transpose, hidden="without the transpose", mistake=NO_TRANSPOSE),
         bug("merge_view", merge_view, hidden="not contiguous.*reshape"),
-        bug("merge_heads_last", merge_heads_last, hidden="differs"),
+        bug("merge_heads_last", merge_heads_last, hidden="differs", mistake=INTERLEAVED),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["merge_heads"]),
             hidden=ON_A_FIXED_DEVICE),
     ]

@@ -1,7 +1,9 @@
 """causal_mask: right answers written differently, and planted bugs."""
 
 import torch
+from torch import nn
 
+from course.checking import pieces
 from course.visible.s10_6.causal_mask import INVERTED, NO_DIAGONAL, UPPER
 from tests.answers import bug, right
 
@@ -27,6 +29,16 @@ def causal_float_compare(n, device=None):
     return torch.tril(torch.ones(n, n, device=device)) == 1
 
 
+def ignores_device(n, device=None):
+    """The Annotated Transformer's subsequent_mask (True = may attend): on the CPU whatever device says."""
+    return torch.ones(n, n, dtype=torch.bool).tril()
+
+
+def pytorch_mask_inverted(n, device=None):
+    """The mask the check compares with, called: no credit, on both sides."""
+    return nn.Transformer.generate_square_subsequent_mask(n, device=device) == 0
+
+
 def answers(solution):
     return [
         right("solution", solution["causal_mask"]),
@@ -41,8 +53,10 @@ def answers(solution):
             hidden=r"upper-triangular", mistake=UPPER),
         bug("float mask", lambda n, device=None: torch.ones(n, n, device=device).tril(),
             hidden=r"bool tensor.*the triangle of ones with dtype=torch\.bool"),
-        bug("ignores device", lambda n, device=None: torch.ones(n, n, dtype=torch.bool).tril(),
-            hidden=r"device"),
+        bug("ignores device", ignores_device, hidden=r"device"),
+        bug("nn.Transformer's mask, inverted", pytorch_mask_inverted,
+            hidden="No credit for causal_mask: it calls nn.Transformer.generate_square"),
+        bug("the mask the checks stand in for it", pieces.causal_mask, hidden="No credit.*own checking code"),
         bug("batch axis", lambda n, device=None: torch.ones(1, n, n, dtype=torch.bool, device=device).tril(),
             hidden=r"shape \(5, 5\)|shape \(1, 1\)"),
     ]

@@ -105,6 +105,21 @@ def feeds_bos_twice(model, src, bos_id, eos_id, max_len):
     return ys
 
 
+@torch.no_grad()
+def greedy_finished_unplaced(model, src, bos_id, eos_id, max_len):
+    """The solution with finished made without device=: read (finished.all()) before it meets ys."""
+    src_mask = padding_mask(src, model.pad_id)  # (B, 1, 1, n_src)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool)  # on the CPU, whatever src's device
+    while ys.shape[1] < max_len and not finished.all():
+        next_word = model.decode(ys, memory, src_mask)[:, -1].argmax(dim=-1)  # (B,)
+        next_word = next_word.masked_fill(finished, eos_id)
+        ys = torch.cat([ys, next_word[:, None]], dim=1)
+        finished |= next_word == eos_id
+    return ys
+
+
 def answers(solution):
     given(globals(), solution)
     return [
@@ -126,4 +141,6 @@ def answers(solution):
         bug("the notebook's PAD instead of model.pad_id", make_greedy(pad="global"),
             hidden=r"marks the tokens equal to 0 as padding", mistake=GLOBAL_PAD),
         bug("ys made without device=src.device", make_greedy(placed=False), hidden=ON_A_FIXED_DEVICE),
+        bug("finished made without device=, read before it meets ys", greedy_finished_unplaced,
+            hidden=ON_A_FIXED_DEVICE),
     ]

@@ -2,7 +2,7 @@
 
 import torch
 
-from course.visible.s10_6.padding_mask import INVERTED, PAD_ZERO
+from course.visible.s10_6.padding_mask import FROM_LENGTHS, INVERTED, PAD_ZERO
 from tests.answers import ON_A_FIXED_DEVICE, bug, on_a_fixed_device, right
 
 EXERCISE = "padding_mask"
@@ -40,7 +40,7 @@ def answers(solution):
         bug("(B, 1, n)", lambda t, p: (t != p)[:, None, :], hidden=r"returned \(2, 1, 5\)"),
         bug("queries", lambda t, p: (t != p)[:, None, :, None], hidden=r"hides \*keys\*"),
         bug("float", lambda t, p: (t != p).float()[:, None, None, :], hidden=r"bool tensor"),
-        bug("lengths", padding_from_lengths, hidden=r"padding at the start"),
+        bug("lengths", padding_from_lengths, hidden=r"padding at the start", mistake=FROM_LENGTHS),
         bug("a tensor on a fixed device", on_a_fixed_device(solution["padding_mask"]),
             hidden=ON_A_FIXED_DEVICE),
     ]

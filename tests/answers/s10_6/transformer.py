@@ -21,8 +21,9 @@ from course.visible.s10_6.transformer import (
     NO_TGT_POSITIONS,
     PROBABILITIES,
 )
-from tests.answers import bug, right, with_torch_attention
+from tests.answers import bug, right, with_pieces, with_torch_attention
 from tests.answers.s10_6 import given
+from tests.answers.s10_6.causal_mask import ignores_device
 
 EXERCISE = "Transformer"
 # The notebook's, set by answers().
@@ -267,10 +268,23 @@ class DecoderBeforeEncoder(TransformerBase):
         self.out = nn.Linear(d_model, tgt_vocab_size)
 
 
+def decoder_without_memory_mask(solution):
+    """The notebook's DecoderBlock that drops its memory_mask: a mistake of DecoderBlock's own."""
+    class DecoderBlockNoMemoryMask(solution["DecoderBlock"]):
+        def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+            return super().forward(x, memory, tgt_mask, None)
+
+    return DecoderBlockNoMemoryMask
+
+
 def answers(solution):
     given(globals(), solution)
     return [
         right("solution", solution["Transformer"]),
+        right("the solution, the notebook's causal_mask ignoring device (the Annotated Transformer's): "
+              "causal_mask's mistake", with_pieces(solution["Transformer"], causal_mask=ignores_device)),
+        right("the solution, a DecoderBlock without its cross-attention mask: DecoderBlock's mistake",
+              with_pieces(solution["Transformer"], DecoderBlock=decoder_without_memory_mask(solution))),
         right("TransformerBase", TransformerBase),
         right("TransformerTargetPadding", TransformerTargetPadding),
         bug("no causal mask", TransformerNoCausal,

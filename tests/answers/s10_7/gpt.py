@@ -11,6 +11,7 @@ from course.visible.s10_7.gpt import (
     DROPOUT_BEFORE_POSITIONS,
     NO_EMBEDDING_DROPOUT,
     NO_FINAL_NORM,
+    NO_MASK,
     NO_POSITIONS,
     NOT_CAUSAL,
     NOT_TIED,
@@ -149,6 +150,10 @@ def family(TransformerBlock):
         def mask(self, ids):
             return (ids != self.pad_id)[:, None, None, :]
 
+    class NoMask(Written):
+        def mask(self, ids):
+            return None
+
     class PadZero(Written):
         def mask(self, ids):
             n = ids.shape[1]
@@ -207,6 +212,7 @@ def answers(solution):
         bug("embedding dropout written by hand, unscaled", c["UnscaledEmbeddingDropout"],
             hidden=r"dropout=0\.\d+ in train", mistake=UNSCALED_DROPOUT),
         bug("no causal mask", c["PaddingOnly"], mistake=NOT_CAUSAL),
+        bug("no mask at all", c["NoMask"], mistake=NO_MASK),
         bug("pad_id 0 hard-coded", c["PadZero"], hidden="differs", mistake=PAD_ID_ZERO),
         bug("no final norm", c["NormMissing"], hidden="needs self.norm"),
         bug("nn.MultiheadAttention core in every block", with_torch_attention(c["Written"]),

@@ -11,6 +11,7 @@ from course.visible.s10_7.llama_block import (
     MASK_IGNORED,
     NO_ROTARY,
     POST_NORM,
+    ROTARY_HALVES,
     ROTARY_ON_V,
     ROTARY_WHOLE,
 )
@@ -92,6 +93,17 @@ def family(ns):
             x = x + self.attention(self.norm1(x), mask)
             return x + self.ffn(self.norm2(x))
 
+    class RotateHalf(Written):
+        """Hugging Face's Llama rotary: rotate_half pairs feature i with feature i + d_k/2."""
+
+        def turn(self, t):
+            n, d = t.shape[-2:]
+            inv = self.base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=t.device) / d)  # (d/2,)
+            freqs = torch.arange(n, dtype=torch.float64, device=t.device)[:, None] * inv  # (n, d/2)
+            emb = torch.cat([freqs, freqs], dim=-1)  # (n, d)
+            x1, x2 = t[..., : d // 2], t[..., d // 2:]
+            return t * emb.cos().to(t.dtype) + torch.cat([-x2, x1], dim=-1) * emb.sin().to(t.dtype)
+
     class Complex(Written):
         """A right answer: rotary as complex multiplication, scores and softmax written out, nn.RMSNorm."""
 
@@ -138,8 +150,9 @@ def family(ns):
     def variant(**switches):
         return type("Planted", (Written,), switches)
 
-    return {"Written": Written, "Complex": Complex, "CallsReference": CallsReference, "WithBias": WithBias,
-            "Float32Attention": Float32Attention, "variant": variant}
+    return {"Written": Written, "Complex": Complex, "RotateHalf": RotateHalf,
+            "CallsReference": CallsReference, "WithBias": WithBias, "Float32Attention": Float32Attention,
+            "variant": variant}
 
 
 def answers(solution):
@@ -155,6 +168,7 @@ def answers(solution):
         right("on a SwiGLU with the gate swapped", v(FeedForward=SwappedGate)),
         bug("rotary on v too", v(rotary="qkv"), hidden="differs", mistake=ROTARY_ON_V),
         bug("no rotary", v(rotary="none"), mistake=NO_ROTARY),
+        bug("Hugging Face's rotate_half", c["RotateHalf"], mistake=ROTARY_HALVES),
         bug("rotary over d_model before the heads", v(rotary="whole"), mistake=ROTARY_WHOLE),
         bug("post-norm", v(norm_first=False), mistake=POST_NORM),
         bug("mask ignored", v(masked=False), mistake=MASK_IGNORED),

@@ -10,6 +10,7 @@ from course.visible.s10_7.rms_norm import (
     FLOAT32_RESULT,
     LAYER_NORM,
     MEAN_OVER_ALL,
+    NO_EPS,
     NO_SQRT,
     NO_WEIGHT,
     SUM_SQUARES,
@@ -34,6 +35,13 @@ class Divide(Base):
 
     def forward(self, x):
         return self.weight * x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + self.eps)
+
+
+class XTransformers(Base):
+    """x-transformers' RMSNorm: F.normalize (no eps under the root) times sqrt(d_model)."""
+
+    def forward(self, x):
+        return F.normalize(x, dim=-1) * x.shape[-1] ** 0.5 * self.weight
 
 
 class FromNorm(Base):
@@ -118,6 +126,12 @@ class RandomStart(Divide):
         self.weight = nn.Parameter(torch.randn(d_model))
 
 
+class ZeroStart(Divide):
+    def __init__(self, d_model, eps=1e-6):
+        super().__init__(d_model, eps)
+        self.weight = nn.Parameter(torch.zeros(d_model))
+
+
 class InFloat32(Base):
     def forward(self, x):
         x = x.float()
@@ -165,6 +179,7 @@ def answers(solution):
         bug("LayerNorm (mean removed)", LayerNormLike, hidden="differs", mistake=LAYER_NORM),
         bug("eps outside the sqrt", EpsOutside, mistake=EPS_OUTSIDE),
         bug("no sqrt", NoSqrt, mistake=NO_SQRT),
+        bug("no eps (x-transformers')", XTransformers, mistake=NO_EPS),
         bug("sum of squares", SumOfSquares, mistake=SUM_SQUARES),
         bug("weight unused", WeightUnused, mistake=NO_WEIGHT),
         bug("mean over every dimension", MeanOverEverything, hidden="differs", mistake=MEAN_OVER_ALL),
@@ -172,7 +187,8 @@ def answers(solution):
         bug("F.group_norm of one group of [x, -x]", ByGroupNorm, hidden="No credit.*group_norm"),
         bug("F.layer_norm of [x, -x]", ByLayerNorm, hidden="No credit.*layer_norm"),
         bug("with a bias", WithBias, hidden="bias"),
-        bug("weight starts random", RandomStart, hidden="start as ones"),
+        bug("weight starts random", RandomStart, hidden="start as ones.*values other than 1"),
+        bug("weight starts at zeros", ZeroStart, hidden="start as ones.*starts as zeros"),
         bug("computes in float32", InFloat32, hidden="dtype of x"),
         bug("float32 inside, cast back", Float32Inside, hidden="float32 rounding", mistake=FLOAT32_INSIDE),
         bug("half precision upcast, never cast back", HalfUpcastNotCastBack, hidden="bfloat16.*dtype of x",

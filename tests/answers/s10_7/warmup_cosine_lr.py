@@ -13,6 +13,7 @@ from course.visible.s10_7.warmup_cosine_lr import (
     NO_FLOOR,
     WARMUP_FROM_ZERO,
     WARMUP_ONE_LONG,
+    WARMUP_OVER_ONE_MORE,
 )
 from tests.answers import bug, right
 
@@ -139,6 +140,26 @@ def get_lr_floor_from_total(it, max_lr, warmup_steps, max_steps, min_lr=0.0):
     return get_lr(it, max_lr, warmup_steps, max_steps, min_lr)
 
 
+def nanogpt_get_lr(it, learning_rate, warmup_iters, lr_decay_iters, min_lr=0.0):
+    """nanoGPT's get_lr (train.py), as published: the warm-up divided by warmup_iters + 1."""
+    if it < warmup_iters:
+        return learning_rate * (it + 1) / (warmup_iters + 1)
+    if it > lr_decay_iters:
+        return min_lr
+    decay_ratio = (it - warmup_iters) / max(1, lr_decay_iters - warmup_iters)
+    coeff = 0.5 * (1.0 + math.cos(math.pi * decay_ratio))
+    return min_lr + coeff * (learning_rate - min_lr)
+
+
+def hugging_face_cosine(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
+    """transformers' get_cosine_schedule_with_warmup (its lr_lambda times peak_lr), min_lr as the floor of
+    the cosine: a warm-up from 0 and a cosine that rises again after total_steps, two mistakes."""
+    if step < warmup_steps:
+        return peak_lr * step / max(1, warmup_steps)
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return min_lr + (peak_lr - min_lr) * max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
 def progress_first(step, peak_lr, warmup_steps, total_steps, min_lr=0.0):
     """The decay's progress computed before the warm-up test: 0 / 0 when warmup_steps == total_steps."""
     progress = min(1.0, (step - warmup_steps) / (total_steps - warmup_steps))
@@ -156,6 +177,9 @@ def answers(solution):
         right("build-nanogpt's get_lr, the floor from max_steps on", get_lr_floor_from_total),
         bug("warm-up from 0", warmup_from_zero, hidden="differs", mistake=WARMUP_FROM_ZERO),
         bug("warm-up one step long", warmup_one_long, mistake=WARMUP_ONE_LONG),
+        bug("nanoGPT's get_lr (warm-up over warmup_iters + 1)", nanogpt_get_lr, mistake=WARMUP_OVER_ONE_MORE),
+        bug("Hugging Face's cosine with warm-up (from 0, no floor)", hugging_face_cosine,
+            hidden="first wrong step", mistake=WARMUP_FROM_ZERO),
         bug("cosine to 0", cosine_to_zero, mistake=COSINE_TO_ZERO),
         bug("cosine over total_steps", cosine_over_total, mistake=COSINE_OVER_TOTAL),
         bug("decay ends a step early", decay_one_short, mistake=DECAY_ONE_SHORT),

@@ -45,7 +45,7 @@ def beam_lists(model, src, bos_id, eos_id, max_len, beam_size=4):
 
 
 def beam_no_early_stop(model, src, bos_id, eos_id, max_len, beam_size=4):
-    """A right answer: the solution's search without the early stop, score as a 0-d tensor."""
+    """A right answer: the solution's search without the early stop."""
     with torch.no_grad():
         mask = (src != model.pad_id)[:, None, None, :]
         memory = model.encode(src, mask)
@@ -65,7 +65,7 @@ def beam_no_early_stop(model, src, bos_id, eos_id, max_len, beam_size=4):
             alive, scores = ext[~end], best[~end]
         pool = list(zip(done_scores, done_ids)) + list(zip(scores, alive))
         score, ids = max(pool, key=lambda c: float(c[0]))
-        return ids[None], score
+        return ids[None], float(score)
 
 
 def beam_topk_unclipped(model, src, bos_id, eos_id, max_len, beam_size=4):
@@ -142,6 +142,14 @@ def beam_past_eos(model, src, bos_id, eos_id, max_len, beam_size=4):
     return torch.cat([ids, ids.new_full((1, 1), eos_id)], 1)[:, :max_len], score
 
 
+def score_as_tensor(search):
+    """``search`` returning its score as a 0-d tensor: the contract says a float."""
+    def beam(*args, **kwargs):
+        ids, score = search(*args, **kwargs)
+        return ids, torch.tensor(score, dtype=torch.float64, device=ids.device)
+    return beam
+
+
 def answers(solution):
     return [
         right("solution", solution["beam_search"]),
@@ -164,6 +172,8 @@ def answers(solution):
             hidden=r"mean log-probability", mistake=LENGTH_NORM),
         bug("max_len without bos", make_beam(new_tokens=True), hidden=r"max_len counts every token"),
         bug("score as a probability", beam_probability, hidden=r"looks like a probability"),
+        bug("score a 0-d tensor", score_as_tensor(solution["beam_search"]),
+            hidden=r"score should be a Python float"),
         bug("1-D ids", beam_flat_ids, hidden=r"shape \(1, n\)"),
         bug("goes on after eos", beam_past_eos, hidden=r"goes on after eos_id"),
         bug("topk(beam_size) wider than the extensions", beam_topk_unclipped, hidden=r"raised RuntimeError",

@@ -7,6 +7,7 @@ from course.visible.s10_8.next_token_probs import (
     NOT_RENORMALISED,
     TEMPERATURE_MULTIPLIED,
     TOP_K_ONE_TOO_MANY,
+    TOP_P_AT_MOST,
     TOP_P_BEFORE_TEMPERATURE,
     TOP_P_BEFORE_TOP_K,
     TOP_P_DROPS_CROSSING,
@@ -56,6 +57,8 @@ def _keep_top_p(probs, p, kind="ok"):
         return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative - ordered < p)
     if kind == "unsorted":
         return cumulative - ordered < p
+    if kind == "at most":  # rank by rank, a token kept while the mass before it is at most p
+        return torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, cumulative - ordered <= p)
     ahead = (probs[..., None, :] > probs[..., :, None]).to(probs.dtype) @ probs[..., :, None]  # (..., V, 1)
     return ahead[..., 0] < p
 
@@ -128,6 +131,7 @@ def answers(solution):
         right("torch.topk's k, then Hugging Face's top-p", make(k_split=True, p_kind="hugging face")),
         bug("top-p drops the crossing token", make(p_kind="crossing"), hidden="differs",
             mistake=TOP_P_DROPS_CROSSING),
+        bug("top-p keeps a token with exactly p ahead (<= p)", make(p_kind="at most"), mistake=TOP_P_AT_MOST),
         bug("top-p before the temperature", make(choose_at_one=True), mistake=TOP_P_BEFORE_TEMPERATURE),
         bug("top-p before top-k", make(p_first=True), mistake=TOP_P_BEFORE_TOP_K),
         bug("top-k one token too many (sorted values at index k)", make(k_one_more=True), hidden="differs",

@@ -10,6 +10,7 @@ from course.visible.s10_8.sample import (
     NOT_TRUNCATED,
     PROMPT_DROPPED,
     SEVERAL_DRAWS,
+    SEVERAL_SAMPLES,
 )
 from tests.answers import bug, right
 
@@ -25,7 +26,7 @@ next_token_probs = None
 
 
 def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_early=True, keep_prompt=True,
-         no_grad=True, categorical=False, gumbel=False, kernel=False, placed=True):
+         no_grad=True, categorical=False, gumbel=False, kernel=False, placed=True, samples=1):
     def sample(model, prompt, max_new_tokens, temperature=1.0, top_k=None, top_p=None, generator=None,
                eos_id=None):
         max_len = model.pos_embed.num_embeddings - truncate
@@ -45,7 +46,7 @@ def make(*, seeded=True, per_row=False, truncate=0, continue_eos=True, stop_earl
             elif per_row:
                 token = torch.cat([torch.multinomial(row[None], 1, generator=generator) for row in probs])
             else:
-                token = torch.multinomial(probs, 1, generator=generator if seeded else None)
+                token = torch.multinomial(probs, samples, generator=generator if seeded else None)[:, :1]
             if eos_id is not None:
                 if continue_eos:
                     token = torch.where(done[:, None], torch.full_like(token, eos_id), token)
@@ -88,6 +89,8 @@ def answers(solution):
         bug("not seeded", make(seeded=False), hidden="without the generator", mistake=NOT_SEEDED),
         bug("torch.distributions.Categorical", make(categorical=True), mistake=NOT_SEEDED),
         bug("one draw per row", make(per_row=True), hidden="multinomial call", mistake=SEVERAL_DRAWS),
+        bug("num_samples=2, the first kept", make(samples=2), hidden="num_samples=2",
+            mistake=SEVERAL_SAMPLES),
         bug("Gumbel-max, no torch.multinomial", make(gumbel=True), hidden="multinomial call",
             mistake=SEVERAL_DRAWS),
         bug("aten.multinomial, function modes off", make(kernel=True), hidden="multinomial call",

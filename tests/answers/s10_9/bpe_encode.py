@@ -79,13 +79,21 @@ def reverses_merges(word, merges):
     return encoding(word, list(reversed(merges)))
 
 
+def one_letter_as_is(encode):
+    """subword-nmt's apply_bpe, as published: a word of one letter comes back as it is, a string."""
+    return lambda word, merges: word if len(word) == 1 else encode(word, merges)
+
+
 def answers(solution):
     return [
         right("solution", solution["bpe_encode"]),
         right("lowest-ranked pair first", lowest_rank_first),
         right("recursive", recursive),
+        bug("one letter returned as a string (subword-nmt's)", one_letter_as_is(solution["bpe_encode"]),
+            hidden=r"returned the string '.'"),
         bug("greedy longest match", greedy_longest,
-            hidden=r"greedy longest match", mistake=GREEDY),
+            hidden=r"token \d+ is '[^']*' where the contract's is '[^']*'[\s\S]*greedy longest match",
+            mistake=GREEDY),
         bug("no end-of-word marker", lambda w, m: encoding(w, m, eow=False),
             hidden=r"without its end-of-word",
             mistake=NO_EOW),

@@ -3,7 +3,8 @@ recount with sorted), and planted bugs, each a learner's way of making one known
 
 from collections import Counter, defaultdict
 
-from course.visible.s10_9.bpe_train import NO_EOW, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES
+from course.visible.s10_9.bpe_train import EOW_GLUED, NO_EOW, NO_FREQUENCIES, OVERLAP, STALE_COUNTS, TIES
+from grader.checks.s10_9.bpe_train import reference_train
 from tests.answers import bug, right
 
 EXERCISE = "bpe_train"
@@ -121,8 +122,12 @@ def sorts_words(words, num_merges):
 def answers(solution):
     return [
         right("solution", solution["bpe_train"]),
+        bug("merges as lists [a, b]", lambda words, n: [list(m) for m in solution["bpe_train"](words, n)],
+            hidden=r"merge 1 is the list \['.*'\].*make each merge a tuple"),
         right("incremental pair counts", incremental),
         right("full recount, sorted", recount_sorted),
+        bug("</w> glued to the last letter (subword-nmt's learn_bpe)",
+            lambda w, k: [tuple(m) for m in reference_train(w, k, eow="glued")], mistake=EOW_GLUED),
         bug("ties: the least pair", lambda w, k: counting(w, k, least=True),
             hidden=r"broken another way",
             mistake=TIES),
