@@ -31,7 +31,8 @@ def _in_float32(attention):
 
 def test_a_mistake_is_named_only_where_it_differs_from_the_reference(solution):
     """Rejected on a case without a mask (a float32 computation inside), is the code told nothing
-    about the mask, on both sides? The mask inverted gives the reference's outputs there."""
+    about the mask, on both sides, but named for what it does? The mask inverted gives the
+    reference's outputs there."""
     from grader.checks.s10_2 import check_scaled_dot_product_attention as hidden
     from samples import run_visible_test
     from tests.check_helpers import assert_fails
@@ -39,4 +40,5 @@ def test_a_mistake_is_named_only_where_it_differs_from_the_reference(solution):
     wrong = _in_float32(solution["scaled_dot_product_attention"])
     for check in (hidden, lambda impl: run_visible_test(ASSIGNMENT, "scaled_dot_product_attention", impl)):
         message = assert_fails(check, wrong, "no mask")
-        assert "This looks like" not in message, message
+        diagnosis = message.partition("This looks like")[2]
+        assert "mask" not in diagnosis and "float32" in diagnosis, message

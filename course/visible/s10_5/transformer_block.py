@@ -40,7 +40,6 @@ from course.checking.exercise import seeded_parameters
 from course.checking.forbidden import MULTIHEAD
 from course.checking.masks import case_mask
 from course.checking.modules import load_parameters
-from course.checking.pieces import FeedForward
 from course.visible.s10_5.feed_forward import NO_ACTIVATION, UNKNOWN_ACTIVATION, FeedForwardModule, ffn_shapes
 
 HOW = ("Create, in this order, self_attn (multi-head attention of width d_model with num_heads heads), "
@@ -242,7 +241,6 @@ def _unless_dropping(run):
 
 class TransformerBlockModule(Exercise):
     forbidden = MULTIHEAD
-    builds_on = {"FeedForward": FeedForward}
     name = "TransformerBlock"
     reference_name = "nn.TransformerEncoderLayer with the same weights"
     mistakes = {mistake: _unless_dropping(run) for mistake, run in {

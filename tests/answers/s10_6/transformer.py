@@ -268,23 +268,12 @@ class DecoderBeforeEncoder(TransformerBase):
         self.out = nn.Linear(d_model, tgt_vocab_size)
 
 
-def decoder_without_memory_mask(solution):
-    """The notebook's DecoderBlock that drops its memory_mask: a mistake of DecoderBlock's own."""
-    class DecoderBlockNoMemoryMask(solution["DecoderBlock"]):
-        def forward(self, x, memory, tgt_mask=None, memory_mask=None):
-            return super().forward(x, memory, tgt_mask, None)
-
-    return DecoderBlockNoMemoryMask
-
-
 def answers(solution):
     given(globals(), solution)
     return [
         right("solution", solution["Transformer"]),
         right("the solution, the notebook's causal_mask ignoring device (the Annotated Transformer's): "
               "causal_mask's mistake", with_pieces(solution["Transformer"], causal_mask=ignores_device)),
-        right("the solution, a DecoderBlock without its cross-attention mask: DecoderBlock's mistake",
-              with_pieces(solution["Transformer"], DecoderBlock=decoder_without_memory_mask(solution))),
         right("TransformerBase", TransformerBase),
         right("TransformerTargetPadding", TransformerTargetPadding),
         bug("no causal mask", TransformerNoCausal,
