@@ -125,6 +125,8 @@ ALLOWED: dict[str, dict[str, str]] = {
 #: Exercises whose reference runs nothing its right answers do not: why the walk finds no door.
 NO_SIGNATURE: dict[str, str] = {
     **dict.fromkeys(("bpe_train", "bpe_encode"), "plain Python: words and merges, no tensor"),
+    **dict.fromkeys(("byte_bpe_train", "byte_bpe_encode", "byte_bpe_decode"),
+                    "plain Python: texts, bytes and merges, no tensor"),
     "warmup_cosine_lr": "numbers in, a number out: the reference's formula is arithmetic",
     "dot_product_variance": "an experiment: the variance of random dot products, arithmetic",
     **dict.fromkeys(("greedy_decode", "greedy_decode_cached", "sample"),
