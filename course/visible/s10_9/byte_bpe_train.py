@@ -11,12 +11,11 @@ pattern), texts, bytes as records, and the engine of a check whose references ar
 from __future__ import annotations
 
 import copy
-import random
 
 import regex
 
 from course.checking import Case, CheckFailure, Exercise, Mistake, passed, visible_check
-from course.visible.s10_9.bpe_train import as_tensor, from_tensor  # noqa: F401 - as_tensor: records
+from course.visible.s10_9.bpe_train import BpeTrain, as_tensor, from_tensor, random_words
 
 NAME = "byte_bpe_train"
 #: GPT-2's pre-tokenization pattern (as CS336 writes it): contractions, letters, digits, other
@@ -62,19 +61,13 @@ def course_sentences(side: str, split: str, sentences: int) -> list[str]:
     return [en if side == "en" else fr for fr, en in load_pairs(split=split)[:sentences]]
 
 
-def random_texts(seed: int, count: int, alphabet: str, longest: int) -> list[str]:
-    """``count`` seeded texts of 1 to ``longest`` characters of ``alphabet`` (spaces included)."""
-    rng = random.Random(seed)
-    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, longest))) for _ in range(count)]
-
-
 def texts_of(case: Case) -> list[str]:
     """A case's training texts: given, seeded random, or from the course's corpus."""
     p = case.params
     if "texts" in p:
         return list(p["texts"])
     if "random" in p:
-        return random_texts(case.seed, *p["random"])
+        return random_words(case.seed, *p["random"])  # an alphabet with spaces: texts of a few words
     return course_sentences(*p["corpus"])
 
 
@@ -124,16 +117,18 @@ class SnapshotExercise(Exercise):
     def table(self) -> dict:
         raise NotImplementedError
 
-    def snapshot(self, case: Case, kind: str):
+    def snapshotted(self, case: Case, kind: str):
+        """The outputs :meth:`table` holds for ``case``: the reference's, or a mistake's (None where
+        that mistake returns the reference's)."""
         entry = self.table()[case.name].get(kind)
         return None if entry is None else {self.output: record(entry)}
 
     @property
     def mistakes(self):
-        return {m: (lambda case, device, m=m: self.snapshot(case, m.name)) for m in self.known}
+        return {m: (lambda case, device, m=m: self.snapshotted(case, m.name)) for m in self.known}
 
     def reference(self, case, device):
-        return self.snapshot(case, "reference")
+        return self.snapshotted(case, "reference")
 
     def evaluate(self, case, got, device):
         mine = from_tensor(got[self.output])
@@ -146,13 +141,7 @@ class SnapshotExercise(Exercise):
         said = mistake.sentence() if mistake else self.rule
         raise CheckFailure(f"{self.name}: {where} in {case}.\n{said}", mistake)
 
-    def diagnose(self, case: Case, mine, device) -> Mistake | None:
-        """The first known mistake whose output is ``mine`` (and not the reference's) on ``case``."""
-        for mistake, run in self.mistakes.items():
-            variant = run(case, device)
-            if variant is not None and from_tensor(variant[self.output]) == mine:
-                return mistake
-        return None
+    diagnose = BpeTrain.diagnose  # the first known mistake whose snapshot is the learner's output
 
 
 # ---------------------------------------------------------------- the exercise

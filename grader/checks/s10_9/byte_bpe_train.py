@@ -22,6 +22,7 @@ from course.visible.s10_9.byte_bpe_train import (
     train_case,
 )
 from grader.checks.exercise import GradedExercise, registered
+from grader.checks.s10_9.bpe_train import merge_symbols as merge_words
 
 SWITCHES = {  # each known mistake, as the switches of reference_train that reproduce it
     ACROSS: {"across": True},  # each text one sequence of bytes
@@ -50,15 +51,7 @@ def merge_symbols(symbols: tuple[bytes, ...], pair: tuple[bytes, bytes],
     if right_to_left:
         mirrored = merge_symbols(tuple(s[::-1] for s in symbols[::-1]), (pair[1][::-1], pair[0][::-1]))
         return tuple(s[::-1] for s in mirrored[::-1])
-    out, i = [], 0
-    while i < len(symbols):
-        if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == pair:
-            out.append(symbols[i] + symbols[i + 1])
-            i += 2
-        else:
-            out.append(symbols[i])
-            i += 1
-    return tuple(out)
+    return merge_words(symbols, pair)  # 10.9's merge: symbols of any kind that join with +
 
 
 def reference_train(texts, num_merges: int, *, across=False, characters=False, ties="greatest",
@@ -109,31 +102,49 @@ CASES = [
 ]
 
 
-def snapshot() -> dict:
-    """The visible cases' merges, and each known mistake's where they differ : what
-    the visible check ships instead of this module's code."""
-    out = {}
-    for case in ByteBpeTrain.visible_cases:
-        texts, k = texts_of(case), case.params["num_merges"]
-        right = reference_train(texts, k)
-        entry = {"reference": right}
-        for mistake, switch in SWITCHES.items():
-            wrong = reference_train(texts, k, **switch)
-            if wrong != right:
-                entry[mistake.name] = wrong
-        out[case.name] = entry
-    return out
+class ComputedSnapshots:
+    """Grading's side of a byte-level exercise (put first among the bases): its reference and each
+    known mistake computed by :meth:`compute` (with a mistake's ``switches``), and :meth:`snapshots`,
+    what the visible check ships instead (its ``EXPECTED``)."""
 
+    switches: dict = {}
 
-@registered
-class GradedByteBpeTrain(ByteBpeTrain, GradedExercise):
-    def cases(self):
-        return CASES
+    def compute(self, case, **switch):
+        raise NotImplementedError
 
     def reference(self, case, device):
-        return {"merges": record(reference_train(texts_of(case), case.params["num_merges"]))}
+        return {self.output: record(self.compute(case))}
 
     @property
     def mistakes(self):
-        return {m: (lambda case, device, s=s: {"merges": record(
-            reference_train(texts_of(case), case.params["num_merges"], **s))}) for m, s in SWITCHES.items()}
+        return {m: (lambda case, device, s=s: {self.output: record(self.compute(case, **s))})
+                for m, s in self.switches.items()}
+
+    def snapshots(self) -> dict:
+        """The visible cases' outputs, and each known mistake's where they differ."""
+        out = {}
+        for case in self.visible_cases:
+            right = self.compute(case)
+            entry = {"reference": right}
+            for mistake, switch in self.switches.items():
+                wrong = self.compute(case, **switch)
+                if wrong != right:
+                    entry[mistake.name] = wrong
+            out[case.name] = entry
+        return out
+
+
+@registered
+class GradedByteBpeTrain(ComputedSnapshots, ByteBpeTrain, GradedExercise):
+    switches = SWITCHES
+
+    def cases(self):
+        return CASES
+
+    def compute(self, case, **switch):
+        return reference_train(texts_of(case), case.params["num_merges"], **switch)
+
+
+def snapshot() -> dict:
+    """What the visible check ships instead of this module's code."""
+    return GradedByteBpeTrain().snapshots()
