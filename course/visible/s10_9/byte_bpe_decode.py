@@ -44,7 +44,8 @@ CASES = [
                 [bytes([b]) for b in "🙂".encode()]),
     decode_case("straße as b'stra', b'\\xc3', b'\\x9fe'", "a character split across tokens",
                 [b"stra", b"\xc3", b"\x9fe"]),
-    decode_case("b'ok', b'\\xff': 0xff is no UTF-8", "bytes that are no UTF-8", [b"ok", b"\xff"]),
+    decode_case("ok then 0xff, which is no UTF-8: b'ok', b'\\xff'",
+                "bytes that are no UTF-8", [b"ok", b"\xff"]),
     decode_case("no tokens: the empty text", "no tokens", []),
 ]
 
@@ -99,7 +100,7 @@ EXPECTED: dict[str, dict[str, str]] = {
         'decoded_one_by_one': 'stra��e',
         'decoded_as_latin1': 'straÃ\x9fe',
     },
-    "b'ok', b'\\xff': 0xff is no UTF-8": {
+    "ok then 0xff, which is no UTF-8: b'ok', b'\\xff'": {
         'reference': 'ok�',
         'invalid_bytes_dropped': 'ok',
         'decoded_as_latin1': 'okÿ',

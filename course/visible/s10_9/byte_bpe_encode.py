@@ -40,15 +40,16 @@ def encode_case(name: str, kind: str, text: str, merges=None, trained: Case | No
 
 
 CASES = [
-    encode_case("' lowest newer' with the merges of CS336's example", "merges learned on a small corpus",
+    encode_case("lowest newer, with a space in front, with the merges of the CS336 example",
+                "merges learned on a small corpus",
                 " lowest newer", trained=CS336),
     encode_case("abc with (b'b', b'c') then (b'a', b'b'): a bc, since (b'a', b'b') is gone when its "
                 "turn comes", "merge order matters", "abc", merges=[(b"b", b"c"), (b"a", b"b")]),
     encode_case("aaaaa with (b'a', b'a') then (b'aa', b'a'): aa aa a, then aa aaa", "repeated pairs",
                 "aaaaa", merges=[(b"a", b"a"), (b"aa", b"a")]),
-    encode_case("'a a' with (b'a', b' ') then (b' ', b'a'): the first lies across two pre-tokens and "
+    encode_case("a a with (b'a', b' ') then (b' ', b'a'): the first lies across two pre-tokens and "
                 "never applies", "pre-token boundaries", "a a", merges=[(b"a", b" "), (b" ", b"a")]),
-    encode_case("'zebra, café, straße 🙂' with the merges of CS336's example: bytes never merged",
+    encode_case("zebra, café, straße 🙂 with the merges of the CS336 example: bytes never merged",
                 "characters never trained on", "zebra, café, straße 🙂", trained=CS336),
     encode_case("été with no merges: five bytes", "no merges", "été"),
     encode_case("the empty text: no tokens", "no merges", ""),
@@ -109,7 +110,7 @@ def check_byte_bpe_encode(byte_bpe_encode) -> None:
 #: Written by the hidden check's ``snapshot()``: {case: {"reference": tokens, mistake name: tokens where
 #: that mistake returns others}}.
 EXPECTED: dict[str, dict[str, list]] = {
-    "' lowest newer' with the merges of CS336's example": {
+    'lowest newer, with a space in front, with the merges of the CS336 example': {
         'reference': [
             b' ', b'low', b'est', b' ', b'ne', b'w', b'e', b'r',
         ],
@@ -127,7 +128,7 @@ EXPECTED: dict[str, dict[str, list]] = {
             b'a', b'aa', b'aa',
         ],
     },
-    "'a a' with (b'a', b' ') then (b' ', b'a'): the first lies across two pre-tokens and never applies": {
+    "a a with (b'a', b' ') then (b' ', b'a'): the first lies across two pre-tokens and never applies": {
         'reference': [
             b'a', b' a',
         ],
@@ -135,7 +136,7 @@ EXPECTED: dict[str, dict[str, list]] = {
             b'a ', b'a',
         ],
     },
-    "'zebra, café, straße 🙂' with the merges of CS336's example: bytes never merged": {
+    'zebra, café, straße 🙂 with the merges of the CS336 example: bytes never merged': {
         'reference': [
             b'z', b'e', b'b', b'r', b'a', b',', b' ', b'c', b'a', b'f', b'\xc3', b'\xa9', b',', b' ', b'st',
             b'r', b'a', b'\xc3', b'\x9f', b'e', b' ', b'\xf0', b'\x9f', b'\x99', b'\x82',

@@ -156,12 +156,12 @@ def train_case(name: str, kind: str, num_merges: int, seed: int = 0, **texts) ->
 
 
 CASES = [
-    train_case("CS336's example (low 5, lower 2, widest 3, newest 6 as one text), 6 merges",
+    train_case("the CS336 handout example (low 5, lower 2, widest 3, newest 6 as one text), 6 merges",
                "worked by hand", 6, texts=("low low low low low lower lower widest widest widest newest "
                                            "newest newest newest newest newest",)),
     train_case("ab and ba: ('a', 'b'), (' ', 'b') and ('b', 'a') tie at 1, the greatest, (b'b', b'a'), "
                "first", "ties", 3, texts=("ab ba",)),
-    train_case("'a b a b a b': inside pre-tokens (b' ', b'b') counts 3 and wins; across them "
+    train_case("a b a b a b: inside pre-tokens (b' ', b'b') counts 3 and wins; across them "
                "(b'a', b' ') would tie with it", "pre-token boundaries", 2, texts=("a b a b a b",)),
     train_case("aaa twice: (b'a', b'a') counts 4 (twice in each), and the merge makes aa a",
                "overlapping pairs", 3, texts=("aaa aaa",)),
@@ -219,7 +219,7 @@ def check_byte_bpe_train(byte_bpe_train) -> None:
 #: Written by the hidden check's ``snapshot()``: {case: {"reference": merges, mistake name: merges where
 #: that mistake returns others}}.
 EXPECTED: dict[str, dict[str, list]] = {
-    "CS336's example (low 5, lower 2, widest 3, newest 6 as one text), 6 merges": {
+    'the CS336 handout example (low 5, lower 2, widest 3, newest 6 as one text), 6 merges': {
         'reference': [
             (b's', b't'), (b'e', b'st'), (b'o', b'w'), (b'l', b'ow'), (b'w', b'est'), (b'n', b'e'),
         ],
@@ -241,8 +241,8 @@ EXPECTED: dict[str, dict[str, list]] = {
             (b'a', b'b'), (b' ', b'b'), (b' b', b'a'),
         ],
     },
-    ("'a b a b a b': inside pre-tokens (b' ', b'b') counts 3 and wins; across them (b'a', b' ') would "
-     'tie with it'): {
+    ("a b a b a b: inside pre-tokens (b' ', b'b') counts 3 and wins; across them (b'a', b' ') would tie "
+     'with it'): {
         'reference': [
             (b' ', b'b'), (b' ', b'a'),
         ],

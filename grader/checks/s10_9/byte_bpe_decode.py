@@ -21,15 +21,17 @@ def reference_decode(tokens, *, one_by_one=False, errors="replace", codec="utf-8
 
 
 CASES = [
-    decode_case("' the', ' cat', '.'", "whole characters in each token", [b" the", b" cat", b"."]),
+    decode_case("the cat. as b' the', b' cat', b'.'",
+                "whole characters in each token", [b" the", b" cat", b"."]),
     decode_case("crème as b'cr\\xc3', b'\\xa8me'", "a character split across tokens", [b"cr\xc3", b"\xa8me"]),
     decode_case("東京 as b'\\xe6', b'\\x9d\\xb1\\xe4', b'\\xba\\xac'", "a character split across tokens",
                 [b"\xe6", b"\x9d\xb1\xe4", b"\xba\xac"]),
     decode_case("🙃 as b'\\xf0\\x9f', b'\\x99\\x83'", "a character split across tokens",
                 [b"\xf0\x9f", b"\x99\x83"]),
-    decode_case("b'\\xc3' alone (a character cut short), then b'a'", "bytes that are no UTF-8",
+    decode_case("a character cut short, then a: b'\\xc3', b'a'", "bytes that are no UTF-8",
                 [b"\xc3", b"a"]),
-    decode_case("b'x', b'\\x80\\xfe', b'y'", "bytes that are no UTF-8", [b"x", b"\x80\xfe", b"y"]),
+    decode_case("x, two bytes that are no UTF-8, y: b'x', b'\\x80\\xfe', b'y'",
+                "bytes that are no UTF-8", [b"x", b"\x80\xfe", b"y"]),
     decode_case("no tokens", "no tokens", []),
 ]
 

@@ -45,21 +45,22 @@ def trained_merges(case) -> list[tuple[bytes, bytes]]:
     return _TRAINED[case.name]
 
 
-HOOK = TRAIN_CASES[0]  # CS336's example with 7 lows, 10 merges
+HOOK = TRAIN_CASES[0]  # the CS336 example with 7 lows, 10 merges
 FRENCH = TRAIN_CASES[-2]  # 300 French sentences, 40 merges
 CASES = [
-    encode_case("' widest slowest' with 10 merges of CS336's example", "merges learned on a small corpus",
+    encode_case("widest slowest, with a space in front, with 10 merges of the CS336 example",
+                "merges learned on a small corpus",
                 " widest slowest", trained=HOOK),
     encode_case("abcd with (c, d), (b, c), (a, b), (b, cd)", "merge order matters", "abcd",
                 merges=[(b"c", b"d"), (b"b", b"c"), (b"a", b"b"), (b"b", b"cd")]),
     encode_case("aaaaaa with (a, a), (aa, a), (aa, aa)", "repeated pairs", "aaaaaa",
                 merges=[(b"a", b"a"), (b"aa", b"a"), (b"aa", b"aa")]),
-    encode_case("'ab ab!' with (b'b', b' '), (b'b', b'!')", "pre-token boundaries", "ab ab!",
+    encode_case("ab ab! with (b'b', b' '), (b'b', b'!')", "pre-token boundaries", "ab ab!",
                 merges=[(b"b", b" "), (b"b", b"!"), (b"a", b"b")]),
-    encode_case("'ß 🙃 東京 quiz' with the merges of CS336's example", "characters never trained on",
+    encode_case("ß 🙃 東京 quiz with the merges of the CS336 example", "characters never trained on",
                 "ß 🙃 東京 quiz", trained=HOOK),
-    encode_case("'Ærø' with no merges", "no merges", "Ærø"),
-    encode_case("'  two  spaces ' with no merges", "no merges", "  two  spaces "),
+    encode_case("Ærø with no merges", "no merges", "Ærø"),
+    encode_case("runs of two spaces with no merges", "no merges", "  two  spaces "),
     encode_case("a French sentence with 40 merges of the course's French", "merges of the course's corpus",
                 "nous mangeons les fraises, vous prenez le thé.", trained=FRENCH),
     encode_case("a sentence with é, ß and 🙂 with the same merges", "merges of the course's corpus",

@@ -77,14 +77,14 @@ def reference_train(texts, num_merges: int, *, across=False, characters=False, t
 
 
 CASES = [
-    train_case("CS336's example with 2 more lows, 10 merges", "worked by hand", 10,
+    train_case("the CS336 example with 2 more lows, 10 merges", "worked by hand", 10,
                texts=("low low low low low low low lower lower widest widest widest newest newest newest "
                       "newest newest newest",)),
     train_case("xy and yx as two texts: four pairs of count 1", "ties", 4, texts=("xy", "yx")),
-    train_case("'ba ab' and 'ab': ties at every round", "ties", 5, texts=("ba ab", "ab")),
-    train_case("'c d c d c d c' as one text and 'dc': (b'c', b' ') would win across pre-tokens",
+    train_case("ba ab, and ab: ties at every round", "ties", 5, texts=("ba ab", "ab")),
+    train_case("c d c d c d c as one text, and dc: (b'c', b' ') would win across pre-tokens",
                "pre-token boundaries", 3, texts=("c d c d c d c", "dc")),
-    train_case("'it's' and 'don't': contractions are pre-tokens of their own", "pre-token boundaries", 4,
+    train_case("contractions (it is, do not) are pre-tokens of their own", "pre-token boundaries", 4,
                texts=("it's it's", "don't don't stop")),
     train_case("aaaa twice, bcd 3 times", "overlapping pairs", 5, texts=("aaaa aaaa", "bcd bcd bcd")),
     train_case("aaaaa 3 times, ab 5 times", "overlapping pairs", 4,
