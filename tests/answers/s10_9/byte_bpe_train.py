@@ -8,6 +8,7 @@ import regex
 
 from course.visible.s10_9.byte_bpe_train import ACROSS, CHARACTERS, FIRST_TIE, GPT2_PATTERN, RIGHT_TO_LEFT
 from tests.answers import bug, right
+from tests.answers.s10_9.bpe_train import merged as left_to_right
 
 EXERCISE = "byte_bpe_train"
 
@@ -19,55 +20,44 @@ def pretokenize(text):
 
 
 def merged(symbols, a, b, from_right=False):
-    """``symbols`` with (a, b) joined, left to right (``from_right``: the mistake)."""
-    out, i = [], 0
-    if from_right:
-        i = len(symbols) - 1
-        while i >= 0:
-            if i >= 1 and symbols[i - 1] == a and symbols[i] == b:
-                out.insert(0, a + b)
-                i -= 2
-            else:
-                out.insert(0, symbols[i])
-                i -= 1
-        return out
-    while i < len(symbols):
-        if i + 1 < len(symbols) and symbols[i] == a and symbols[i + 1] == b:
-            out.append(a + b)
-            i += 2
+    """``symbols`` with (a, b) joined, left to right as 10.9's answers do (``from_right``: the mistake)."""
+    if not from_right:
+        return left_to_right(symbols, a, b)
+    out, i = [], len(symbols) - 1
+    while i >= 0:
+        if i >= 1 and symbols[i - 1] == a and symbols[i] == b:
+            out.insert(0, a + b)
+            i -= 2
         else:
-            out.append(symbols[i])
-            i += 1
+            out.insert(0, symbols[i])
+            i -= 1
     return out
 
 
 def incremental(texts, num_merges):
-    """A right answer: the pair counts kept in a dictionary and updated after each merge, only the
-    pre-tokens that hold the merged pair recounted."""
+    """A right answer: the pair counts kept up to date, each merge touching only the pre-tokens that held
+    its pair (where[pair]), by the difference of their pairs before and after."""
     freq = Counter(p for t in texts for p in pretokenize(t))
-    symbols = {p: [bytes([b]) for b in p.encode("utf-8")] for p in freq}
-    counts, holders = defaultdict(int), defaultdict(set)
-    for p, syms in symbols.items():
+    pieces = [[bytes([b]) for b in p.encode("utf-8")] for p in freq]
+    weight = list(freq.values())
+    counts, where = Counter(), defaultdict(set)
+    for k, syms in enumerate(pieces):
         for pair in zip(syms, syms[1:]):
-            counts[pair] += freq[p]
-            holders[pair].add(p)
+            counts[pair] += weight[k]
+            where[pair].add(k)
     merges = []
-    while len(merges) < num_merges:
-        live = {pair: n for pair, n in counts.items() if n > 0}
-        if not live:
-            break
-        best = max(live, key=lambda pair: (live[pair], pair))
+    while len(merges) < num_merges and +counts:
+        live = +counts  # the pairs still present (a count of 0 dropped)
+        best = max(live, key=lambda p: (live[p], p))
         merges.append(best)
-        for p in list(holders[best]):
-            old = symbols[p]
-            for pair in zip(old, old[1:]):
-                counts[pair] -= freq[p]
-            new = merged(old, *best)
-            for pair in zip(new, new[1:]):
-                counts[pair] += freq[p]
-                holders[pair].add(p)
-            symbols[p] = new
-        holders[best] = set()
+        for k in where.pop(best):
+            before = Counter(zip(pieces[k], pieces[k][1:]))
+            pieces[k] = merged(pieces[k], *best)
+            after = Counter(zip(pieces[k], pieces[k][1:]))
+            counts.update({pair: n * weight[k] for pair, n in (after - before).items()})
+            counts.subtract({pair: n * weight[k] for pair, n in (before - after).items()})
+            for pair in after:
+                where[pair].add(k)
     return merges
 
 
