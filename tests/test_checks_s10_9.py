@@ -46,3 +46,55 @@ def test_merges_changed_in_place_leave_grading_as_it_was():
     with pytest.raises(CheckFailure, match="changed the list of merges"):
         exercise.run_cases(reverses_merges)
     exercise.run_cases(encoding)
+
+
+# ---------------------------------------------------------------- byte level
+
+
+BYTE_MODULES = [("byte_bpe_train", "byte_bpe_train"), ("byte_bpe_encode", "byte_bpe_encode"),
+                ("byte_bpe_decode", "byte_bpe_decode")]
+
+
+@pytest.mark.parametrize("name", [name for name, _ in BYTE_MODULES])
+def test_byte_snapshot_is_the_hidden_reference(name):
+    """Is EXPECTED what grading's byte-level trainer, encoder and decoder compute today? If not,
+    regenerate it from grader.checks.s10_9.<exercise>.snapshot() into course/visible/s10_9/<exercise>.py."""
+    import importlib
+
+    hidden = importlib.import_module(f"grader.checks.s10_9.{name}")
+    visible = importlib.import_module(f"course.visible.s10_9.{name}")
+    assert hidden.snapshot() == visible.EXPECTED
+    seen = {kind for entry in visible.EXPECTED.values() for kind in entry} - {"reference"}
+    assert seen == {m.name for m in visible.MISTAKES}, "a known mistake no visible case shows"
+
+
+def test_byte_trainer_agrees_with_cs336_handout():
+    """Does grading's trainer give the merges Stanford CS336's handout works by hand on its example (low 5,
+    lower 2, widest 3, newest 6): s t, e st, o w, l ow, w est, n e? And break ties as CS336 does, to the
+    greatest pair of bytes?"""
+    from grader.checks.s10_9.byte_bpe_train import reference_train
+
+    text = " ".join(["low"] * 5 + ["lower"] * 2 + ["widest"] * 3 + ["newest"] * 6)
+    assert reference_train([text], 6) == [(b"s", b"t"), (b"e", b"st"), (b"o", b"w"), (b"l", b"ow"),
+                                          (b"w", b"est"), (b"n", b"e")]
+    # ("A", "B"), ("A", "C"), ("B", "ZZ") and ("BA", "A") tie: CS336's handout merges ("BA", "A")
+    assert max([(b"A", b"B"), (b"A", b"C"), (b"B", b"ZZ"), (b"BA", b"A")]) == (b"BA", b"A")
+    assert reference_train(["ab ba"], 1) == [(b"b", b"a")]
+    assert reference_train(["ab ba"], 1, ties="first") == [(b"a", b"b")]
+    assert reference_train(["a b a b a b"], 1) == [(b" ", b"b")]  # never (b"a", b" "): across pre-tokens
+
+
+def test_byte_encoder_and_decoder_round_trip():
+    """Do grading's encoder and decoder round-trip text the merges never saw, and does decoding token by
+    token (the known mistake) break a character split across tokens?"""
+    from grader.checks.s10_9.byte_bpe_decode import reference_decode
+    from grader.checks.s10_9.byte_bpe_encode import reference_encode
+    from grader.checks.s10_9.byte_bpe_train import reference_train
+
+    merges = reference_train(["the zebra eats the crêpe", "the café"], 20)
+    for text in ("zèbre 東京 🙂 Straße", "", "  spaces  ", "it's"):
+        tokens = reference_encode(text, merges)
+        assert b"".join(tokens) == text.encode("utf-8")
+        assert reference_decode(tokens) == text
+    assert reference_decode([b"caf\xc3", b"\xa9"]) == "café"
+    assert reference_decode([b"caf\xc3", b"\xa9"], one_by_one=True) == "caf\ufffd\ufffd"

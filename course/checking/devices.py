@@ -48,6 +48,9 @@ WITHOUT_DEVICE_PROBE: dict[str, str] = {
     "warmup_cosine_lr": "numbers in, a number out",
     "bpe_train": "words in, merges out: no tensor",
     "bpe_encode": "words and merges in, tokens out: no tensor",
+    "byte_bpe_train": "texts in, merges of bytes out: no tensor",
+    "byte_bpe_encode": "a text and merges in, tokens of bytes out: no tensor",
+    "byte_bpe_decode": "tokens of bytes in, a text out: no tensor",
 }
 
 

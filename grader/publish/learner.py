@@ -89,7 +89,7 @@ name = "transformer-course-helpers"
 version = "0.1.0"
 description = "Helpers imported by the Transformer course notebooks."
 requires-python = ">=3.11"
-dependencies = ["torch>=2.1", "numpy", "matplotlib", "tqdm"]
+dependencies = ["torch>=2.1", "numpy", "matplotlib", "tqdm", "regex"]
 
 [tool.setuptools]
 packages = [{listed}]
