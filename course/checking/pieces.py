@@ -4,11 +4,14 @@
 ``causal_mask`` and ``padding_mask``: while an exercise is checked, those names in the learner's
 namespace stand for the references below, so a mistake in a piece costs that piece's exercise only
 (the piece's own check names it). An exercise lists what it builds on in ``Exercise.builds_on``.
-Every reference here is PyTorch's own where PyTorch has one (softmax, the causal mask) and a
-short tensor expression otherwise, none of them a tripwire of the exercise it sits in
-(:mod:`course.checking.forbidden`). Modules (FeedForward, DecoderBlock) have no stand-in: one
-would ship a whole answer in the helpers every release carries, and PyTorch's own layers do not
-hold the learner's parameter names, so TransformerBlock and Transformer still run the learner's.
+This module ships to learners, so it holds only stand-ins that are PyTorch's own (its softmax,
+its causal mask), none of them a tripwire of the exercise it sits in
+(:mod:`course.checking.forbidden`). Pieces whose stand-in would be an answer (split and merge
+heads, the padding mask, the sinusoidal table) stand in on grading's side only
+(``grader/checks/shared_references.py``, the hidden classes' ``builds_on``): there a mistake in
+the piece costs the piece alone, while the visible check of the exercise built on it runs the
+learner's piece and fails with it. Modules (FeedForward, DecoderBlock) have no stand-in: PyTorch's
+own layers do not hold the learner's parameter names.
 """
 
 from __future__ import annotations
@@ -26,30 +29,9 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.softmax(x, dim=dim)
 
 
-def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    return x.unflatten(-1, (num_heads, -1)).transpose(1, 2)  # (B, n, d_model) -> (B, h, n, d_h)
-
-
-def merge_heads(x: torch.Tensor) -> torch.Tensor:
-    return x.transpose(1, 2).flatten(-2)  # (B, h, n, d_h) -> (B, n, d_model)
-
-
 def causal_mask(n: int, device=None) -> torch.Tensor:
     """10.6's mask from PyTorch's own (-inf above the diagonal, 0 elsewhere): True = may attend."""
     return nn.Transformer.generate_square_subsequent_mask(n, device=device) == 0  # (n, n)
-
-
-def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
-    return tokens.ne(pad_id).unsqueeze(-2).unsqueeze(-2)  # (B, n) -> (B, 1, 1, n), True = a real token
-
-
-def sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
-    """10.4's table (max_len, d_model), float32, computed in float64."""
-    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-    omega = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (ceil(d / 2),)
-    angle = position * omega
-    pe = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)[:, :d_model]  # s0 c0 s1 c1 ...
-    return pe.float()
 
 
 def namespaces(impl) -> list[dict]:

@@ -12,7 +12,6 @@ import math
 import torch
 
 from course.checking.masks import case_mask  # noqa: F401 - both sides' masks, the checks' name
-from course.checking.pieces import merge_heads, split_heads
 
 F64 = torch.float64
 
@@ -30,8 +29,18 @@ def attention_weights(Q, K, mask, scale: float | None = None, fill=float("-inf")
 # ---------------------------------------------------------------- heads
 
 
-reference_split = split_heads  # (B, n, d) -> (B, h, n, d_h): the one copy, in course.checking.pieces
-reference_merge = merge_heads  # (B, h, n, d_h) -> (B, n, d_model)
+def reference_split(x: torch.Tensor, h: int) -> torch.Tensor:
+    B, n, d = x.shape  # batch, sequence, d_model
+    return x.view(B, n, h, d // h).transpose(1, 2)  # (B, h, n, d_h)
+
+
+def reference_merge(x: torch.Tensor) -> torch.Tensor:
+    B, h, n, d_h = x.shape
+    return x.transpose(1, 2).reshape(B, n, h * d_h)  # (B, n, d_model)
+
+
+def reference_padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
+    return (tokens != pad_id)[:, None, None, :]  # (B, n) -> (B, 1, 1, n), True = a real token
 
 
 # ---------------------------------------------------------------- the sinusoidal positional table
@@ -79,3 +88,8 @@ def encoding_table(max_len: int, d_model: int, device: torch.device, *, start: i
 def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype, device) -> torch.Tensor:
     """The positional-encoding table of 10.4 (computed in float64): (max_len, d_model)."""
     return encoding_table(max_len, d_model, torch.device("cpu")).to(device, dtype)
+
+
+def reference_sinusoidal_positional_encoding(max_len: int, d_model: int) -> torch.Tensor:
+    """10.4's exercise as its contract says: (max_len, d_model), float32, on the CPU."""
+    return sinusoidal_table(max_len, d_model, torch.float32, "cpu")

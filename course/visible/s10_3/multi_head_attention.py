@@ -23,7 +23,6 @@ from course.checking import (
     expect_value_error,
     generator,
     passed,
-    pieces,
     randn,
     visible_check,
     with_gradients,
@@ -154,7 +153,6 @@ def _switched(outputs, **switch):
 
 class MultiHeadAttentionModule(Exercise):
     forbidden = ATTENTION
-    builds_on = {"split_heads": pieces.split_heads, "merge_heads": pieces.merge_heads}
     name = "MultiHeadAttention"
     reference_name = "nn.MultiheadAttention with the same weights"
     mistakes = {SPLIT: _switched(heads_outputs, split_transpose=False),

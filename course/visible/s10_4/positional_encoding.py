@@ -25,7 +25,6 @@ from course.checking import (
     visible_check,
     with_gradients,
 )
-from course.checking.pieces import sinusoidal_positional_encoding
 from course.visible.s10_4.sinusoidal_positional_encoding import FROM_ONE, SWAPPED, formula, table
 
 HOW = ("Compute the table once in __init__ with sinusoidal_positional_encoding and keep it as a "
@@ -103,7 +102,6 @@ def added(case: Case, device, entry=formula, start: int = 0, scale: float = 1.0)
 
 class PositionalEncodingModule(Exercise):
     name = "PositionalEncoding"
-    builds_on = {"sinusoidal_positional_encoding": sinusoidal_positional_encoding}
     reference_name = AGAINST["output"]
     mistakes = {SCALED: lambda case, device: added(case, device, scale=math.sqrt(case.params["dims"][2])),
                 FROM_ONE: partial(added, start=1), SWAPPED: partial(added, entry=partial(formula, swap=True))}

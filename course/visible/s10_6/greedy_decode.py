@@ -13,7 +13,6 @@ from course.checking import (
     passed,
     visible_check,
 )
-from course.checking.pieces import padding_mask
 from course.checking.standins import OFF_SCRIPT, ScriptedModel, expect_token_ids
 
 AFTER_EOS = Mistake("after_eos", "a finished sentence that goes on with other tokens after its eos_id",
@@ -136,7 +135,6 @@ def until_eos(tokens: torch.Tensor, eos: int) -> torch.Tensor:
 
 class GreedyDecode(Exercise):
     name = "greedy_decode"
-    builds_on = {"padding_mask": padding_mask}
     reference_name = "the greedy choices of a scripted model"
     visible_cases = CASES
 

@@ -36,7 +36,7 @@ from course.checking.blocks import (
 from course.checking.exercise import seeded_parameters
 from course.checking.forbidden import ATTENTION, MULTIHEAD
 from course.checking.modules import load_parameters
-from course.checking.pieces import causal_mask, padding_mask
+from course.checking.pieces import causal_mask
 from course.visible.s10_6.decoder_block import lengths_mask
 
 HOW = ("Follow the notebook's table: src_embed and tgt_embed, two nn.Embedding(vocab size, d_model); "
@@ -256,7 +256,7 @@ def expect_layout(model: nn.Module, case: Case) -> None:
 
 class TransformerModel(Exercise):
     forbidden = ATTENTION | MULTIHEAD
-    builds_on = {"causal_mask": causal_mask, "padding_mask": padding_mask}
+    builds_on = {"causal_mask": causal_mask}  # grading adds padding_mask (grader/checks/s10_6)
     name = "Transformer"
     reference_name = "nn.TransformerEncoderLayer and nn.TransformerDecoderLayer with the same weights"
     mistakes = {NO_CAUSAL: _mistake(tgt_mask="none"), FUTURE_MASK: _mistake(tgt_mask="upper"),

@@ -8,6 +8,7 @@ import torch
 from course.checking import Case
 from course.visible.s10_3.multi_head_attention import MultiHeadAttentionModule, dims
 from grader.checks.exercise import GradedExercise, registered
+from grader.checks.shared_references import reference_merge, reference_split
 
 #: Grading's own, after the visible cases re-seeded.
 CASES = [
@@ -19,4 +20,6 @@ CASES = [
 
 @registered
 class GradedMultiHeadAttention(MultiHeadAttentionModule, GradedExercise):
+    #: Grading's own stand-ins (course.checking.pieces): a wrong split or merge costs its exercise alone.
+    builds_on = {"split_heads": reference_split, "merge_heads": reference_merge}
     own_cases = CASES

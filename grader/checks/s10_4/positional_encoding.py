@@ -12,7 +12,7 @@ from course.checking import Case, generator, randn, with_gradients
 from course.visible.s10_4.positional_encoding import PositionalEncodingModule, cases
 from grader.checks.exercise import GradedExercise, registered
 from grader.checks.s10_4.sinusoidal_positional_encoding import SWITCHES
-from grader.checks.shared_references import encoding_table
+from grader.checks.shared_references import encoding_table, reference_sinusoidal_positional_encoding
 
 
 def _added(case: Case, device: torch.device, **switch):
@@ -25,6 +25,7 @@ def _added(case: Case, device: torch.device, **switch):
 
 @registered
 class GradedPositionalEncoding(PositionalEncodingModule, GradedExercise):
+    builds_on = {"sinusoidal_positional_encoding": reference_sinusoidal_positional_encoding}  # pieces.py
     reference_name = "the formula evaluated in float64"
     mistakes = {**PositionalEncodingModule.mistakes,
                 **{m: partial(_added, **switch) for m, switch in SWITCHES.items()}}

@@ -7,6 +7,7 @@ import torch
 
 from course.visible.s10_6.transformer import TransformerModel, model_case
 from grader.checks.exercise import GradedExercise, registered
+from grader.checks.shared_references import reference_padding_mask
 
 CASES = [
     model_case("post-norm, 2 + 2 blocks, source padding", 731, (2, 2)),
@@ -18,4 +19,5 @@ CASES = [
 
 @registered
 class GradedTransformer(TransformerModel, GradedExercise):
+    builds_on = {**TransformerModel.builds_on, "padding_mask": reference_padding_mask}  # pieces.py
     own_cases = CASES
