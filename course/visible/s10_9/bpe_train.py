@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -158,11 +158,14 @@ def shown(item) -> str:
     return repr(item if isinstance(item, str) else tuple(item))
 
 
-def first_difference(got: Sequence, want: Sequence, what: str) -> str:
-    """Where two lists (of merges, or of tokens) first differ, in words (1-based)."""
+def first_difference(got: Sequence, want: Sequence, what: str,
+                     show: Callable[[object], str] | None = None) -> str:
+    """Where two lists (of merges, or of tokens) first differ, in words (1-based), each item as
+    ``show`` writes it (default: :func:`shown`)."""
+    show = show or shown
     for k, (mine, theirs) in enumerate(zip(got, want)):
         if mine != theirs:
-            return f"{what} {k + 1} is {shown(mine)} where the contract's is {shown(theirs)}" + (
+            return f"{what} {k + 1} is {show(mine)} where the contract's is {show(theirs)}" + (
                 f" (the first {k} agree)" if k else "")
     return (f"it returned {len(got)} {what}s where the contract makes {len(want)} (the first "
             f"{min(len(got), len(want))} agree)")

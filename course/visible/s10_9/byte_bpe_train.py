@@ -15,6 +15,7 @@ import copy
 import regex
 
 from course.checking import Case, CheckFailure, Exercise, Mistake, passed, visible_check
+from course.visible.s10_9 import bpe_train
 from course.visible.s10_9.bpe_train import BpeTrain, as_tensor, from_tensor, random_words
 
 NAME = "byte_bpe_train"
@@ -97,12 +98,7 @@ def shown(value) -> str:
 
 def first_difference(got: list, want: list, what: str) -> str:
     """Where two lists first differ, in words (1-based), bytes shown as bytes literals."""
-    for k, (mine, theirs) in enumerate(zip(got, want)):
-        if mine != theirs:
-            return f"{what} {k + 1} is {shown(mine)} where the contract's is {shown(theirs)}" + (
-                f" (the first {k} agree)" if k else "")
-    return (f"it returned {len(got)} {what}s where the contract makes {len(want)} (the first "
-            f"{min(len(got), len(want))} agree)")
+    return bpe_train.first_difference(got, want, what, show=shown)
 
 
 class SnapshotExercise(Exercise):
