@@ -6,6 +6,8 @@ The encoder lives here, not in the shipped visible check (which holds snapshots 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from course.visible.s10_9 import bpe_train as visible_train
 from course.visible.s10_9.bpe_encode import FIRST_ONLY, GREEDY, NO_EOW, BpeEncode, encode_case
 from course.visible.s10_9.bpe_train import EOW, as_tensor, words_of
@@ -47,6 +49,18 @@ def trained_merges(case) -> list[tuple[str, str]]:
     if case.name not in _TRAINED:
         _TRAINED[case.name] = [tuple(m) for m in reference_train(words_of(case), case.params["num_merges"])]
     return _TRAINED[case.name]
+
+
+def case_merges(case, expected: Mapping[str, dict], train: Callable) -> list[tuple]:
+    """The merges an encoder case uses: its own, the trainer's snapshot in ``expected`` (the visible
+    check's), or ``train``'s for the trainer's case; always a fresh list, as learner code may change
+    what it is given."""
+    trained = case.params["trained"]
+    if trained is None:
+        return [tuple(m) for m in case.params["merges"]]
+    if trained.name in expected:
+        return [tuple(m) for m in expected[trained.name]["reference"]]
+    return list(train(trained))
 
 
 FRENCH = TRAIN_CASES[-2]  # 500 French sentences, 60 merges
@@ -96,12 +110,7 @@ class GradedBpeEncode(BpeEncode, GradedExercise):
         return CASES
 
     def merges_of(self, case):
-        trained = case.params["trained"]
-        if trained is None:
-            return [tuple(m) for m in case.params["merges"]]
-        if trained.name in visible_train.EXPECTED:
-            return [tuple(m) for m in visible_train.EXPECTED[trained.name]["reference"]]
-        return list(trained_merges(trained))  # a copy: learner code may change what it is given
+        return case_merges(case, visible_train.EXPECTED, trained_merges)
 
     def reference(self, case, device):
         return {"tokens": as_tensor(reference_encode(case.params["word"], self.merges_of(case)))}
